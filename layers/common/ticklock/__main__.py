@@ -1,0 +1,3 @@
+from ticklock.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Adapters: one folder per port, implementations side by side."""

@@ -1,0 +1,1 @@
+"""Adapters for one port."""

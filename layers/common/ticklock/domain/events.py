@@ -1,0 +1,79 @@
+"""Execution events, as published on the event bus."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ticklock.domain.jobs import Execution, ExecutionStatus
+
+STARTED = "job.execution.started"
+_FINISHED = {
+    ExecutionStatus.SUCCESS: "job.execution.succeeded",
+    ExecutionStatus.FAILED: "job.execution.failed",
+    ExecutionStatus.TIMEOUT: "job.execution.timeout",
+    ExecutionStatus.INTERRUPTED: "job.execution.interrupted",
+    ExecutionStatus.LOST: "job.execution.lost",
+}
+
+
+@dataclass(frozen=True)
+class ExecutionEvent:
+    """What happened to one execution, in a shape any bus can carry."""
+
+    detail_type: str
+    job_id: str
+    job_name: str
+    handler: str
+    execution_id: str
+    fire_time: datetime
+    attempt: int
+    at: datetime
+    status: str
+    duration: float | None = None
+    error: str | None = None
+
+    @staticmethod
+    def started(execution: Execution, job_name: str, at: datetime) -> ExecutionEvent:
+        return ExecutionEvent(
+            STARTED,
+            execution.job_id,
+            job_name,
+            execution.handler,
+            execution.id,
+            execution.scheduled_at,
+            execution.attempts,
+            at,
+            execution.status.value,
+        )
+
+    @staticmethod
+    def finished(execution: Execution, job_name: str) -> ExecutionEvent:
+        return ExecutionEvent(
+            _FINISHED[execution.status],
+            execution.job_id,
+            job_name,
+            execution.handler,
+            execution.id,
+            execution.scheduled_at,
+            execution.attempts,
+            execution.finished_at or execution.started_at,
+            execution.status.value,
+            execution.duration,
+            execution.error,
+        )
+
+    def detail(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "job_name": self.job_name,
+            "handler": self.handler,
+            "execution_id": self.execution_id,
+            "fire_time": self.fire_time.isoformat(),
+            "attempt": self.attempt,
+            "status": self.status,
+            "duration": self.duration,
+            "error": self.error,
+            "at": self.at.isoformat(),
+        }

@@ -1,0 +1,157 @@
+"""Calling one handler attempt under a deadline, without ever wedging the caller.
+
+* Async handlers run on one shared event loop thread and are cancelled at the deadline.
+* Sync handlers run on a thread of their own. Python cannot kill a thread, so at the deadline the
+  caller stops waiting, reports TIMEOUT and sets ``ctx.cancelled``; a handler that ignores it keeps
+  running until it returns, counted in ``abandoned`` (the ``ticklock_handler_threads_abandoned``
+  gauge) - the worker that called it is free at once, so the pool never wedges.
+* ``interrupt_all`` (shutdown after the grace period) makes every waiting call return INTERRUPTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from ticklock.handlers.registry import Handler, HandlerContext
+
+
+class AttemptKind(enum.Enum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    kind: AttemptKind
+    error: str | None = None
+
+
+class _Call:
+    __slots__ = ("done", "error", "interrupted", "kind")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.kind = AttemptKind.OK
+        self.error: str | None = None
+        self.interrupted = False
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Invoker:
+    """Runs handler attempts; owns the event loop thread for async handlers."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="ticklock-async", daemon=True)
+        self._loop_thread.start()
+        self._lock = threading.Lock()
+        self._inflight: set[_Call] = set()
+        self._abandoned = 0
+        self.on_abandoned: Callable[[int], None] = lambda count: None
+
+    @property
+    def abandoned(self) -> int:
+        """Sync handler threads still running past their deadline."""
+        with self._lock:
+            return self._abandoned
+
+    def call(self, handler: Handler, ctx: HandlerContext, timeout: float) -> AttemptResult:
+        call = _Call()
+        with self._lock:
+            self._inflight.add(call)
+        try:
+            if handler.is_async:
+                return self._call_async(handler, ctx, timeout, call)
+            return self._call_sync(handler, ctx, timeout, call)
+        finally:
+            with self._lock:
+                self._inflight.discard(call)
+
+    def interrupt_all(self) -> None:
+        """Make every call in flight return INTERRUPTED now (their handlers see ``cancelled``)."""
+        with self._lock:
+            calls = list(self._inflight)
+        for call in calls:
+            call.interrupted = True
+            call.done.set()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(timeout=5)
+
+    # -- sync -----------------------------------------------------------------------------------------
+    def _call_sync(self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call) -> AttemptResult:
+        finished = threading.Event()
+
+        def target() -> None:
+            try:
+                handler.func(ctx)
+            except BaseException as exc:  # noqa: BLE001 - a handler may raise anything
+                call.kind, call.error = AttemptKind.ERROR, describe(exc)
+            finally:
+                finished.set()
+                call.done.set()
+
+        thread = threading.Thread(target=target, name=f"handler-{handler.name}", daemon=True)
+        thread.start()
+        call.done.wait(timeout)
+        if finished.is_set():
+            return AttemptResult(call.kind, call.error)
+        ctx.cancelled.set()
+        self._abandon(thread, finished)
+        if call.interrupted:
+            return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown")
+        return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
+
+    def _abandon(self, thread: threading.Thread, finished: threading.Event) -> None:
+        with self._lock:
+            self._abandoned += 1
+            count = self._abandoned
+        self.on_abandoned(count)
+
+        def reap() -> None:
+            finished.wait()
+            with self._lock:
+                self._abandoned -= 1
+                left = self._abandoned
+            self.on_abandoned(left)
+
+        threading.Thread(target=reap, name="ticklock-reaper", daemon=True).start()
+
+    # -- async ----------------------------------------------------------------------------------------
+    def _call_async(self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call) -> AttemptResult:
+        async def guarded() -> Any:
+            return await asyncio.wait_for(handler.func(ctx), timeout)
+
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(guarded(), self._loop)
+        future.add_done_callback(lambda _f: call.done.set())
+        # wait_for cancels at the deadline; the extra second covers a handler slow to unwind.
+        call.done.wait(timeout + 1.0)
+        if call.interrupted and not future.done():
+            ctx.cancelled.set()
+            future.cancel()
+            return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown")
+        if not future.done():
+            ctx.cancelled.set()
+            future.cancel()
+            return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
+        try:
+            future.result()
+        except TimeoutError:
+            ctx.cancelled.set()
+            return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
+        except BaseException as exc:  # noqa: BLE001 - a handler may raise anything
+            return AttemptResult(AttemptKind.ERROR, describe(exc))
+        return AttemptResult(AttemptKind.OK)

@@ -1,0 +1,136 @@
+"""Jobs, fires and executions: the core's one representation of each concept."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ticklock.domain.schedules import Schedule
+
+
+class Trigger(enum.StrEnum):
+    """Why a fire exists: its schedule came due, or someone asked for a run now."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+
+
+class ExecutionStatus(enum.StrEnum):
+    """The states of an execution row. Every state but RUNNING is final."""
+
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"  # cut off by a shutdown; the fire is resumed by the next claim
+    LOST = "lost"  # its owner vanished too often; given up rather than resumed again
+
+    @property
+    def final(self) -> bool:
+        return self not in (ExecutionStatus.RUNNING, ExecutionStatus.INTERRUPTED)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claim on a job: while it holds, no other claimer can take the job."""
+
+    token: str
+    owner: str
+    until: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job definition and its scheduling state."""
+
+    id: str
+    name: str
+    handler: str
+    schedule: Schedule
+    payload: Mapping[str, Any]
+    timeout: float
+    max_retries: int
+    enabled: bool
+    next_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+    trigger_at: datetime | None = None
+    lease: Lease | None = None
+
+    def due_at(self, now: datetime) -> datetime | None:
+        """When the job is next claimable: its earliest pending fire, but never inside a live lease."""
+        candidates = [t for t in (self.next_run_at if self.enabled else None, self.trigger_at) if t]
+        if not candidates:
+            return None
+        due = min(candidates)
+        if self.lease is not None and self.lease.until > now:
+            return max(due, self.lease.until)
+        return due
+
+    def with_changes(self, **changes: Any) -> Job:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One scheduled (or triggered) run of a job: its identity is (job id, trigger, time)."""
+
+    job: Job
+    scheduled_at: datetime
+    trigger: Trigger
+    lease_token: str
+
+    @property
+    def key(self) -> str:
+        return fire_key(self.job.id, self.trigger, self.scheduled_at)
+
+    @staticmethod
+    def of(job: Job) -> Fire:
+        """The fire a freshly claimed job stands for: a pending trigger first, else its schedule."""
+        if job.lease is None:
+            raise ValueError("only a claimed job has a fire")
+        scheduled = job.next_run_at if job.enabled else None
+        if job.trigger_at is not None and (scheduled is None or job.trigger_at <= scheduled):
+            return Fire(job, job.trigger_at, Trigger.MANUAL, job.lease.token)
+        if scheduled is None:
+            raise ValueError(f"job {job.id} was claimed with nothing due")
+        return Fire(job, scheduled, Trigger.SCHEDULE, job.lease.token)
+
+
+def fire_key(job_id: str, trigger: Trigger, scheduled_at: datetime) -> str:
+    micros = int(scheduled_at.timestamp() * 1_000_000)
+    return f"{job_id}:{trigger.value}:{micros}"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The record of one fire: unique per fire key."""
+
+    id: str
+    job_id: str
+    fire_key: str
+    handler: str
+    trigger: Trigger
+    scheduled_at: datetime
+    started_at: datetime
+    deadline_at: datetime
+    run_token: str
+    owner: str
+    status: ExecutionStatus = ExecutionStatus.RUNNING
+    attempts: int = 0
+    resumes: int = 0
+    finished_at: datetime | None = None
+    duration: float | None = None
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def lag(self) -> float:
+        return (self.started_at - self.scheduled_at).total_seconds()
+
+    def with_changes(self, **changes: Any) -> Execution:
+        return replace(self, **changes)

@@ -1,0 +1,323 @@
+"""A fire's life in five steps: lock, record, run, finalise, advance.
+
+Rules beyond the reference, each tested in tests/integration/test_lifecycle.py:
+
+* A fire starts only inside its claim: if the lease would end before the run's deadline plus the lock
+  margin, the fire is released untouched (``lease_expired``) and claimed afresh.
+* The execution row is unique per fire. Finding it final means a duplicate delivery: nothing runs, the
+  job is advanced. Finding it RUNNING past its deadline (its owner died) or INTERRUPTED (a shutdown cut
+  it off) means the fire is resumed on the same row, at most ``MAX_RESUMES`` times, then given up as LOST.
+* A publisher or metrics failure is logged and never fails the run. A lock-backend outage follows
+  ``lock_failure``: ``skip`` (default; the fire is skipped, counted and logged) or ``run`` (fail open:
+  the unique execution row still stops a second run of the same fire).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ticklock.clock import Clock
+from ticklock.domain.events import ExecutionEvent
+from ticklock.domain.invoke import AttemptResult, Invoker
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Trigger
+from ticklock.domain.retry import RunOutcome, run_with_retries
+from ticklock.domain.schedules import next_fire
+from ticklock.errors import LockUnavailable
+from ticklock.handlers.registry import Handler, HandlerContext, Registry
+from ticklock.ports import Locker, Metrics, Publisher, Store
+
+log = logging.getLogger("ticklock.lifecycle")
+
+LOCK_MARGIN = 5.0
+MAX_RESUMES = 3
+
+
+class SkipReason(enum.StrEnum):
+    UNKNOWN_HANDLER = "unknown_handler"
+    LOCK_HELD = "lock_held"
+    LOCK_UNAVAILABLE = "lock_unavailable"
+    DUPLICATE = "duplicate"
+    RUNNING_ELSEWHERE = "running_elsewhere"
+    LEASE_EXPIRED = "lease_expired"
+
+
+# What a skip does to the claim. The rest (LOCK_HELD, RUNNING_ELSEWHERE) leave it alone: somebody else
+# is running the job and will advance it; a duplicate delivery shares that holder's lease token.
+_ADVANCE_AFTER = frozenset({SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE})
+_RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
+
+
+class LockFailure(enum.StrEnum):
+    SKIP = "skip"
+    RUN = "run"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``TaskRunner.run`` did with a fire: the execution it ran, or why it skipped."""
+
+    execution: Execution | None = None
+    skipped: SkipReason | None = None
+
+
+class TaskRunner:
+    """Runs fires through the five steps. Thread-safe: one instance serves every worker."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        locker: Locker,
+        publisher: Publisher,
+        metrics: Metrics,
+        registry: Registry,
+        clock: Clock,
+        invoker: Invoker,
+        owner: str,
+        lock_failure: LockFailure = LockFailure.SKIP,
+    ) -> None:
+        self.store = store
+        self.locker = locker
+        self.publisher = publisher
+        self.metrics = metrics
+        self.registry = registry
+        self.clock = clock
+        self.invoker = invoker
+        self.owner = owner
+        self.lock_failure = lock_failure
+        self.shutdown = threading.Event()
+
+    def run(self, fire: Fire) -> Outcome:
+        job = fire.job
+        fields = {
+            "job_id": job.id,
+            "job_name": job.name,
+            "fire_time": fire.scheduled_at.isoformat(),
+            "trigger": fire.trigger.value,
+            "handler": job.handler,
+        }
+        handler = self.registry.get(job.handler)
+        if handler is None:
+            log.warning(
+                "fire.skipped",
+                extra={**fields, "reason": SkipReason.UNKNOWN_HANDLER.value, "registered": self.registry.names()},
+            )
+            return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
+        now = self.clock.now()
+        if job.lease is None or now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until:
+            log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
+            return self._skip(fire, SkipReason.LEASE_EXPIRED)
+
+        # 1. lock
+        key = f"job:{job.id}"
+        try:
+            lock_token = self.locker.acquire(key, job.timeout + LOCK_MARGIN)
+        except LockUnavailable as exc:
+            log.error("lock.unavailable", extra={**fields, "error": str(exc), "policy": self.lock_failure.value})
+            if self.lock_failure is LockFailure.SKIP:
+                return self._skip(fire, SkipReason.LOCK_UNAVAILABLE)
+            lock_token = ""
+        if lock_token is None:
+            log.info("fire.skipped", extra={**fields, "reason": SkipReason.LOCK_HELD.value})
+            return self._skip(fire, SkipReason.LOCK_HELD)
+        keep_lock = False
+        try:
+            # 2. record
+            execution = self._record(fire, handler, fields)
+            if isinstance(execution, SkipReason):
+                return Outcome(skipped=execution)
+            fields["execution_id"] = execution.id
+            # 3. run
+            outcome = self._run(fire, handler, execution, fields)
+            keep_lock = self.invoker.abandoned > 0 and outcome.status is ExecutionStatus.TIMEOUT
+            # 4. finalise, 5. advance
+            return Outcome(execution=self._finish(fire, execution, outcome, fields))
+        finally:
+            if lock_token and not keep_lock:
+                # A handler thread still running past its deadline keeps the lock until its TTL.
+                self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
+
+    # -- step 2 -----------------------------------------------------------------------------------
+    def _record(self, fire: Fire, handler: Handler, fields: dict[str, Any]) -> Execution | SkipReason:
+        job = fire.job
+        now = self.clock.now()
+        fresh = Execution(
+            id=uuid.uuid4().hex,
+            job_id=job.id,
+            fire_key=fire.key,
+            handler=handler.name,
+            trigger=fire.trigger,
+            scheduled_at=fire.scheduled_at,
+            started_at=now,
+            deadline_at=now + timedelta(seconds=job.timeout),
+            run_token=uuid.uuid4().hex,
+            owner=self.owner,
+        )
+        started = self.store.start_execution(fresh)
+        execution = started.execution
+        if not started.created:
+            resumed = self._resume(fire, execution, fresh, fields)
+            if isinstance(resumed, SkipReason):
+                return resumed
+            execution = resumed
+        log.info(
+            "execution.started",
+            extra={
+                **fields,
+                "execution_id": execution.id,
+                "lag": round(execution.lag, 6),
+                "resumes": execution.resumes,
+            },
+        )
+        self._safely("metrics.failed", fields, self.metrics.fire_started, handler.name, execution.lag)
+        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.started(execution, job.name, now))
+        return execution
+
+    def _resume(
+        self, fire: Fire, existing: Execution, fresh: Execution, fields: dict[str, Any]
+    ) -> Execution | SkipReason:
+        now = self.clock.now()
+        if existing.status.final:
+            log.info("fire.skipped", extra={**fields, "reason": "duplicate", "execution_id": existing.id})
+            self._skip(fire, SkipReason.DUPLICATE)
+            return SkipReason.DUPLICATE
+        orphaned = existing.deadline_at + timedelta(seconds=LOCK_MARGIN) < now
+        if existing.status is ExecutionStatus.RUNNING and not orphaned:
+            self._skip(fire, SkipReason.RUNNING_ELSEWHERE)
+            return SkipReason.RUNNING_ELSEWHERE
+        if existing.resumes >= MAX_RESUMES:
+            lost = existing.with_changes(
+                status=ExecutionStatus.LOST, finished_at=now, error=f"given up after {existing.resumes} resumes"
+            )
+            self.store.finish_execution(lost)
+            log.error("execution.lost", extra={**fields, "execution_id": existing.id})
+            self._skip(fire, SkipReason.DUPLICATE)
+            return SkipReason.DUPLICATE
+        resumed = existing.with_changes(
+            status=ExecutionStatus.RUNNING,
+            started_at=now,
+            deadline_at=fresh.deadline_at,
+            run_token=fresh.run_token,
+            owner=self.owner,
+            resumes=existing.resumes + 1,
+            finished_at=None,
+            duration=None,
+        )
+        if not self.store.take_over_execution(resumed, previous_token=existing.run_token):
+            self._skip(fire, SkipReason.RUNNING_ELSEWHERE)
+            return SkipReason.RUNNING_ELSEWHERE
+        log.warning(
+            "execution.resumed",
+            extra={
+                **fields,
+                "execution_id": existing.id,
+                "previous_owner": existing.owner,
+                "previous_status": existing.status.value,
+            },
+        )
+        return resumed
+
+    # -- step 3 -----------------------------------------------------------------------------------
+    def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any]) -> RunOutcome:
+        job = fire.job
+        adapter = logging.LoggerAdapter(
+            logging.getLogger(f"ticklock.handler.{handler.name}"),
+            {"job_id": job.id, "fire_time": fields["fire_time"], "execution_id": execution.id},
+        )
+
+        def attempt(number: int, seconds_left: float) -> AttemptResult:
+            ctx = HandlerContext(
+                job_id=job.id,
+                job_name=job.name,
+                payload=job.payload,
+                scheduled_at=fire.scheduled_at,
+                execution_id=execution.id,
+                attempt=execution.attempts + number,
+                deadline=execution.deadline_at,
+                logger=adapter,
+                now=self.clock.now,
+            )
+            result = self.invoker.call(handler, ctx, seconds_left)
+            if result.error:
+                log.warning(
+                    "attempt.failed",
+                    extra={**fields, "attempt": ctx.attempt, "outcome": result.kind.value, "error": result.error},
+                )
+            return result
+
+        return run_with_retries(
+            attempt, clock=self.clock, deadline=execution.deadline_at, max_retries=job.max_retries, cancel=self.shutdown
+        )
+
+    # -- steps 4 and 5 ----------------------------------------------------------------------------
+    def _finish(self, fire: Fire, execution: Execution, outcome: RunOutcome, fields: dict[str, Any]) -> Execution:
+        now = self.clock.now()
+        done = execution.with_changes(
+            status=outcome.status,
+            attempts=execution.attempts + outcome.attempts,
+            error=outcome.error,
+            finished_at=now,
+            duration=(now - execution.started_at).total_seconds(),
+        )
+        if not self.store.finish_execution(done):
+            log.warning("execution.finish_lost", extra=fields)
+            return done
+        level = logging.INFO if done.status is ExecutionStatus.SUCCESS else logging.WARNING
+        log.log(
+            level,
+            "execution.finished",
+            extra={
+                **fields,
+                "status": done.status.value,
+                "attempts": done.attempts,
+                "duration": done.duration,
+                "error": done.error,
+            },
+        )
+        self._safely(
+            "metrics.failed",
+            fields,
+            self.metrics.fire_finished,
+            done.handler,
+            done.status.value,
+            done.duration or 0.0,
+            outcome.attempts,
+        )
+        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
+        if done.status is ExecutionStatus.INTERRUPTED:
+            self.store.release(fire.job.id, fire.lease_token)
+        else:
+            self._advance(fire)
+        return done
+
+    def _advance(self, fire: Fire) -> None:
+        now = self.clock.now()
+        if fire.trigger is Trigger.MANUAL:
+            next_run = fire.job.next_run_at
+        else:
+            next_run = next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
+        if not self.store.advance(fire, next_run_at=next_run, now=now):
+            log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
+
+    def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:
+        fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
+        self._safely("metrics.failed", fields, self.metrics.fire_skipped, fire.job.handler, reason.value)
+        if reason in _ADVANCE_AFTER:
+            self._advance(fire)
+        elif reason in _RELEASE_AFTER:
+            self.store.release(fire.job.id, fire.lease_token)
+        return Outcome(skipped=reason)
+
+    @staticmethod
+    def _safely(event: str, fields: dict[str, Any], func: Callable[..., Any], *args: Any) -> None:
+        try:
+            func(*args)
+        except Exception as exc:  # noqa: BLE001 - events and metrics fail soft
+            log.warning(event, extra={**fields, "error": f"{type(exc).__name__}: {exc}"})

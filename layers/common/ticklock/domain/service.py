@@ -1,0 +1,188 @@
+"""Use cases on jobs, shared by every entry point (local API, API Gateway function, seeding).
+
+Validation that needs more than one field, or the registry, or the clock, lives here; the API's
+pydantic models check shapes and ranges. Each change is one guarded store write, so nothing
+half-written stays behind.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ticklock.clock import Clock
+from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.schedules import OnceSchedule, Schedule
+from ticklock.errors import ConflictError, InvalidJob, StaleVersion
+from ticklock.handlers.registry import Registry
+from ticklock.ports import Store
+
+MAX_RETRIES = 25
+CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a job must respect, from configuration."""
+
+    max_timeout: float = 86400.0
+    max_payload_bytes: int = 65536
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a caller asks for when creating a job; None fields of a patch mean 'leave as is'."""
+
+    name: str
+    handler: str
+    schedule: Schedule
+    payload: Mapping[str, Any]
+    timeout: float = 60.0
+    max_retries: int = 0
+    enabled: bool = True
+
+
+class JobService:
+    """Create, change, pause, resume, trigger and delete jobs."""
+
+    def __init__(self, store: Store, registry: Registry, clock: Clock, limits: Limits | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.limits = limits or Limits()
+
+    def create(self, spec: JobSpec) -> Job:
+        now = self.clock.now()
+        self._validate(
+            spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
+        )
+        job = Job(
+            id=uuid.uuid4().hex,
+            name=spec.name,
+            handler=spec.handler,
+            schedule=spec.schedule,
+            payload=dict(spec.payload),
+            timeout=spec.timeout,
+            max_retries=spec.max_retries,
+            enabled=spec.enabled,
+            next_run_at=spec.schedule.first_after(now),
+            created_at=now,
+            updated_at=now,
+        )
+        return self.store.add_job(job)
+
+    def update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
+        """Apply a partial change; a new schedule restarts from now."""
+        return self._retrying(lambda: self._update(job_id, changes))
+
+    def _update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
+        job = self.store.get_job(job_id)
+        now = self.clock.now()
+        merged = job.with_changes(**changes, updated_at=now)
+        schedule_changed = "schedule" in changes and changes["schedule"] != job.schedule
+        self._validate(
+            merged.handler,
+            merged.schedule,
+            merged.payload,
+            merged.timeout,
+            merged.max_retries,
+            now,
+            new_schedule=schedule_changed,
+        )
+        if schedule_changed:
+            merged = merged.with_changes(next_run_at=merged.schedule.first_after(now))
+            if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
+                merged = merged.with_changes(enabled=True)
+        if "enabled" in changes and changes["enabled"] and not job.enabled:
+            merged = self._resumed(merged, now)
+        return self.store.update_job(merged, expected_version=job.version)
+
+    def pause(self, job_id: str) -> Job:
+        return self._retrying(lambda: self._pause(job_id))
+
+    def _pause(self, job_id: str) -> Job:
+        job = self.store.get_job(job_id)
+        if not job.enabled:
+            return job
+        return self.store.update_job(
+            job.with_changes(enabled=False, updated_at=self.clock.now()), expected_version=job.version
+        )
+
+    def resume(self, job_id: str) -> Job:
+        return self._retrying(lambda: self._resume(job_id))
+
+    def _resume(self, job_id: str) -> Job:
+        job = self.store.get_job(job_id)
+        if job.enabled:
+            return job
+        now = self.clock.now()
+        return self.store.update_job(self._resumed(job.with_changes(updated_at=now), now), expected_version=job.version)
+
+    def trigger(self, job_id: str) -> Job:
+        """Ask for a run now, without moving the schedule. Triggers pending at once merge into one."""
+        return self._retrying(lambda: self._trigger(job_id))
+
+    def _trigger(self, job_id: str) -> Job:
+        job = self.store.get_job(job_id)
+        now = self.clock.now()
+        return self.store.update_job(job.with_changes(trigger_at=now, updated_at=now), expected_version=job.version)
+
+    def delete(self, job_id: str) -> None:
+        self.store.delete_job(job_id)
+
+    def executions(self, job_id: str, *, limit: int, before: str | None) -> list[Execution]:
+        self.store.get_job(job_id)
+        return self.store.list_executions(job_id, limit=limit, before=before)
+
+    @staticmethod
+    def _retrying(change: Callable[[], Job]) -> Job:
+        # A running job's advance moves its version; an edit read before it is re-read and re-applied.
+        for _ in range(CONFLICT_RETRIES - 1):
+            try:
+                return change()
+            except StaleVersion:
+                pass
+        return change()
+
+    # -- rules --------------------------------------------------------------------------------------
+    def _resumed(self, job: Job, now: datetime) -> Job:
+        if isinstance(job.schedule, OnceSchedule):
+            if job.next_run_at is None:
+                raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
+            return job.with_changes(enabled=True)
+        # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
+        return job.with_changes(enabled=True, next_run_at=job.schedule.first_after(now))
+
+    def _validate(
+        self,
+        handler: str,
+        schedule: Schedule,
+        payload: Mapping[str, Any],
+        timeout: float,
+        max_retries: int,
+        now: datetime,
+        *,
+        new_schedule: bool,
+    ) -> None:
+        if handler not in self.registry:
+            known = ", ".join(self.registry.names()) or "none"
+            raise InvalidJob(f"unknown handler {handler!r}; registered handlers: {known}", field="handler")
+        if not 0 < timeout <= self.limits.max_timeout:
+            raise InvalidJob(
+                f"timeout must be more than 0 and at most {self.limits.max_timeout:g} seconds", field="timeout"
+            )
+        if not 0 <= max_retries <= MAX_RETRIES:
+            raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")
+        size = len(json.dumps(payload, separators=(",", ":")).encode())
+        if size > self.limits.max_payload_bytes:
+            raise InvalidJob(
+                f"payload is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload"
+            )
+        if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
+            raise InvalidJob(
+                f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"
+            )

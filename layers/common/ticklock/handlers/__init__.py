@@ -1,0 +1,1 @@
+"""Handlers: the registry, the built-in handlers, and plug-in discovery."""

@@ -1,0 +1,194 @@
+"""The ports: every boundary between the core and the outside world, declared once.
+
+Each method's docstring is its contract; ``tests/contract`` runs one suite per port against every
+adapter. Times passed in and returned are aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from ticklock.domain.events import ExecutionEvent
+from ticklock.domain.jobs import Execution, Fire, Job
+
+
+@dataclass(frozen=True)
+class Started:
+    """The outcome of ``Store.start_execution``: the row for the fire, and whether this call created it."""
+
+    execution: Execution
+    created: bool
+
+
+class Store(Protocol):
+    """Where jobs and executions live. Raises ``StoreUnavailable`` when the backend fails."""
+
+    # -- job definitions ---------------------------------------------------------------------------
+    def add_job(self, job: Job) -> Job:
+        """Insert a new job. Raises ``DuplicateJobName`` if the name is taken; writes nothing then."""
+        ...
+
+    def get_job(self, job_id: str) -> Job:
+        """The job with that id. Raises ``JobNotFound``."""
+        ...
+
+    def find_job_by_name(self, name: str) -> Job | None:
+        """The job with that name, or None."""
+        ...
+
+    def list_jobs(
+        self,
+        *,
+        handler: str | None = None,
+        enabled: bool | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> list[Job]:
+        """Jobs ordered by id, optionally filtered, starting after the id ``after`` (keyset paging)."""
+        ...
+
+    def update_job(self, job: Job, *, expected_version: int) -> Job:
+        """Replace a job's definition and schedule state if its version is still ``expected_version``.
+
+        Stores ``job`` with ``version = expected_version + 1`` and leaves its lease as stored (a running
+        fire keeps its claim). Raises ``JobNotFound``, ``DuplicateJobName`` (renamed onto a taken name)
+        or ``StaleVersion`` (somebody else changed it first); nothing is written on error.
+        """
+        ...
+
+    def delete_job(self, job_id: str) -> None:
+        """Delete a job and its execution history. Raises ``JobNotFound``."""
+        ...
+
+    # -- dispatch ----------------------------------------------------------------------------------
+    def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
+        """Lease up to ``limit`` jobs whose ``due_at`` is at or before ``horizon``, earliest first.
+
+        One atomic step per batch (a conditional update, never read-then-write): a job is returned by
+        exactly one concurrent caller. Each returned job carries a new ``Lease`` owned by ``owner`` that
+        lasts until ``max(due_at, now) + timeout + slack``; until then, or until ``advance`` or
+        ``release``, the job is not due (no re-dispatch while it runs). The returned jobs show the
+        definition as it was at the claim.
+        """
+        ...
+
+    def release(self, job_id: str, lease_token: str) -> None:
+        """Drop the lease without advancing, so the same fire is due again. No-op if the lease moved on."""
+        ...
+
+    def advance(self, fire: Fire, *, next_run_at: datetime | None, now: datetime) -> bool:
+        """Finish a fire's claim: drop the lease and move the job on.
+
+        For a scheduled fire, ``next_run_at`` None disables the job (one-shot). If the job was edited
+        since the claim (its version moved), its new schedule is kept and only the lease is dropped.
+        For a manual fire the schedule is untouched and the pending trigger is cleared if it is this
+        fire's. Guarded by the lease token: returns False, changing nothing, if the lease was lost.
+        """
+        ...
+
+    # -- executions --------------------------------------------------------------------------------
+    def start_execution(self, execution: Execution) -> Started:
+        """Insert the row for a fire unless one with the same ``fire_key`` exists (unique per fire).
+
+        Returns the stored row and ``created``; an existing row is returned unchanged.
+        """
+        ...
+
+    def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
+        """Resume a fire whose owner vanished: store ``execution`` (new run token, owner, times, status
+        RUNNING) only if the row still carries ``previous_token``. Returns whether it did."""
+        ...
+
+    def finish_execution(self, execution: Execution) -> bool:
+        """Store the final fields of an execution if the row is still RUNNING under the same run token.
+
+        Returns False, changing nothing, if someone else took the row over.
+        """
+        ...
+
+    def get_execution(self, execution_id: str) -> Execution:
+        """The execution with that id. Raises ``JobNotFound`` naming the execution id."""
+        ...
+
+    def list_executions(self, job_id: str, *, limit: int = 50, before: str | None = None) -> list[Execution]:
+        """A job's executions, newest fire first, starting after the execution id ``before``."""
+        ...
+
+    def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
+        """Delete finished executions older than ``older_than``, and all but the newest ``keep_per_job``
+        finished ones of each job. Never deletes a RUNNING or INTERRUPTED row. Returns how many went."""
+        ...
+
+    def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the backend answers."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+        ...
+
+
+class Locker(Protocol):
+    """Mutual exclusion per job across every process that shares the backend."""
+
+    def acquire(self, key: str, ttl: float) -> str | None:
+        """Take ``key`` for ``ttl`` seconds. Returns a token, or None if someone else holds it.
+
+        Raises ``LockUnavailable`` if the backend cannot answer.
+        """
+        ...
+
+    def release(self, key: str, token: str) -> None:
+        """Give ``key`` back, only if ``token`` still holds it. Raises ``LockUnavailable``."""
+        ...
+
+
+class Publisher(Protocol):
+    """Where execution events go. May raise anything: the lifecycle logs it and carries on."""
+
+    def publish(self, event: ExecutionEvent) -> None:
+        """Send one event."""
+        ...
+
+
+class Metrics(Protocol):
+    """Counters and histograms per handler. May raise: the lifecycle logs it and carries on."""
+
+    def fire_started(self, handler: str, lag: float) -> None:
+        """A handler started; ``lag`` is start minus scheduled time, in seconds."""
+        ...
+
+    def fire_finished(self, handler: str, status: str, duration: float, attempts: int) -> None:
+        """An execution reached a final (or interrupted) status."""
+        ...
+
+    def fire_skipped(self, handler: str, reason: str) -> None:
+        """A fire was not run; ``reason`` is one of a small fixed set (see ``SkipReason``)."""
+        ...
+
+    def tick(self, claimed: int, seconds: float, failed: bool) -> None:
+        """One dispatcher tick claimed ``claimed`` jobs in ``seconds``; ``failed`` if the store failed."""
+        ...
+
+    def flush(self) -> None:
+        """Send what was recorded where it goes (a no-op for scraped metrics)."""
+        ...
+
+
+class FireQueue(Protocol):
+    """Between the dispatcher and whatever runs fires: a bounded local pool, or SQS."""
+
+    def submit(self, fire: Fire) -> None:
+        """Hand over a fire. Blocks while the queue is full (that is the backpressure)."""
+        ...
+
+    def free_slots(self) -> int:
+        """How many fires can be submitted now without blocking."""
+        ...
+
+    def drain_unstarted(self) -> Sequence[Fire]:
+        """Stop accepting work and return the fires that were queued but not started."""
+        ...

@@ -1,0 +1,198 @@
+"""The local service: ``ticklock serve``. One process runs the dispatcher, the worker pool, the API and
+``/metrics`` on the embedded SQLite store.
+
+Shutdown (SIGTERM or SIGINT): dispatching stops at once; fires claimed but not started go back to the
+store (due again); running fires get ``shutdown_grace`` seconds to finish; any still running after that
+are cut off, recorded as ``interrupted`` and released, so the next claim - by this service after a
+restart, or by another replica - resumes them. Nothing claimed is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import uvicorn
+
+from ticklock.adapters.events.basic import LogPublisher, NoPublisher
+from ticklock.adapters.lock.local import LocalLocker
+from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+from ticklock.adapters.queue.local import WorkerPool
+from ticklock.adapters.store.sqlite import SQLiteStore
+from ticklock.api.app import local_app
+from ticklock.api.routes import ApiDeps
+from ticklock.clock import Clock, SystemClock
+from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.invoke import Invoker
+from ticklock.domain.lifecycle import LockFailure, TaskRunner
+from ticklock.domain.service import JobService, Limits
+from ticklock.handlers.registry import Registry, register_all
+from ticklock.ports import Publisher
+from ticklock.settings import Settings
+
+log = logging.getLogger("ticklock.service")
+HOUSEKEEPING_EVERY = 60.0
+
+
+@dataclass
+class LocalService:
+    """Everything ``ticklock serve`` runs, wired together. ``start`` / ``stop`` for tests and benchmarks."""
+
+    settings: Settings
+    clock: Clock = field(default_factory=SystemClock)
+    registry: Registry | None = None
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.registry = self.registry or register_all(Registry(), modules=s.handler_modules)
+        self.owner = s.effective_owner
+        self.store = SQLiteStore(s.db)
+        self.metrics = PrometheusMetrics()
+        publisher: Publisher = LogPublisher() if s.events == "log" else NoPublisher()
+        self.invoker = Invoker()
+        self.invoker.on_abandoned = self.metrics.abandoned.set
+        self.runner = TaskRunner(
+            store=self.store,
+            locker=LocalLocker(self.clock),
+            publisher=publisher,
+            metrics=self.metrics,
+            registry=self.registry,
+            clock=self.clock,
+            invoker=self.invoker,
+            owner=self.owner,
+            lock_failure=LockFailure(s.lock_failure),
+        )
+        self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
+        self.metrics.queue_depth.set_function(self.pool.depth)
+        self.dispatcher = Dispatcher(
+            store=self.store,
+            queue=self.pool,
+            clock=self.clock,
+            metrics=self.metrics,
+            owner=self.owner,
+            batch_size=s.batch_size,
+            lookahead=s.lookahead,
+            lease_slack=s.lease_slack,
+        )
+        self.service = JobService(
+            self.store,
+            self.registry,
+            self.clock,
+            Limits(max_timeout=s.max_timeout, max_payload_bytes=s.max_payload_bytes),
+        )
+        self.app = local_app(
+            ApiDeps(self.service, self.metrics.render),
+            api_token=s.api_token,
+            max_body_bytes=s.max_payload_bytes + 16 * 1024,
+        )
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start dispatching and housekeeping in background threads."""
+        for name, target in (("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def begin_stop(self) -> None:
+        """Stop claiming new work now (called from the signal handler)."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        """The orderly shutdown described in the module docstring."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        unstarted = [*self.dispatcher.take_pending(), *self.pool.drain_unstarted()]
+        for fire in unstarted:
+            self.store.release(fire.job.id, fire.lease_token)
+        grace = self.settings.shutdown_grace
+        log.info("shutdown.draining", extra={"released": len(unstarted), "running": self.pool.busy(), "grace": grace})
+        if not self.pool.stop(grace):
+            log.warning("shutdown.cutting_off", extra={"running": self.pool.busy()})
+            self.runner.shutdown.set()
+            self.invoker.interrupt_all()
+            self.pool.stop(10.0)
+        self.invoker.close()
+        self.store.close()
+        log.info("shutdown.done")
+
+    def serve(self) -> None:
+        """Run until SIGTERM/SIGINT, then shut down in order."""
+        s = self.settings
+        host = s.host
+        if not s.api_token:
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning(
+                    "api.loopback_only", extra={"requested_host": host, "reason": "no TICKLOCK_API_TOKEN is set"}
+                )
+            else:
+                log.info("api.loopback_only", extra={"reason": "no TICKLOCK_API_TOKEN is set"})
+            host = "127.0.0.1"
+        config = uvicorn.Config(
+            self.app,
+            host=host,
+            port=s.port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+        )
+        server = _Server(config, on_exit=self.begin_stop)
+        self.start()
+        log.info(
+            "service.started",
+            extra={
+                "url": f"http://{host}:{s.port}",
+                "db": s.db,
+                "owner": self.owner,
+                "workers": s.workers,
+                "handlers": self.registry.names() if self.registry else [],
+            },
+        )
+        try:
+            server.run()
+        finally:
+            self.stop()
+
+    # -- background loops ---------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        self.dispatcher.run(self._stop)
+
+    def _housekeep(self) -> None:
+        s = self.settings
+        while not self.clock.sleep(HOUSEKEEPING_EVERY, self._stop):
+            try:
+                gone = self.store.prune_executions(
+                    older_than=self.clock.now() - timedelta(days=s.retention_days), keep_per_job=s.retention_per_job
+                )
+                if gone:
+                    log.info("executions.pruned", extra={"deleted": gone})
+            except Exception as exc:  # noqa: BLE001 - pruning fails soft
+                log.warning("executions.prune_failed", extra={"error": str(exc)})
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, telling the service the moment a signal arrives (before connections drain).
+
+    uvicorn re-raises a captured signal once it has stopped, which would kill the process before the
+    orderly shutdown runs; the list is cleared so that ``serve`` returns instead. A second signal during
+    the shutdown meets the default handler and ends the process at once.
+    """
+
+    def __init__(self, config: uvicorn.Config, on_exit: Any) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()

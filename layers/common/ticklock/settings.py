@@ -1,0 +1,178 @@
+"""Configuration: one typed, frozen object, read once at start-up.
+
+Every setting has an environment variable (``TICKLOCK_*``) and a ``ticklock serve`` flag; a flag wins
+over the variable. A bad value stops start-up with a message naming the variable. The README's
+configuration table is ``python -m ticklock.settings`` (generated from ``SETTINGS`` below).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ticklock.errors import ConfigError
+
+Parser = Callable[[str], Any]
+
+
+def _int(low: int, high: int) -> Parser:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _float(low: float, high: float) -> Parser:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice(*options: str) -> Parser:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
+def _optional_text(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    parse: Parser
+    help: str
+
+    @property
+    def env(self) -> str:
+        return f"TICKLOCK_{self.name.upper()}"
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name.replace('_', '-')}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("db", "ticklock.db", _text, "SQLite file of the embedded store (created if missing)"),
+    Setting("host", "127.0.0.1", _text, "address the API listens on; without an API token it is forced to 127.0.0.1"),
+    Setting("port", "8080", _int(0, 65535), "port of the REST API and /metrics (0 picks a free one)"),
+    Setting("api_token", "", _optional_text, "bearer token the API requires; empty = no auth, loopback only"),
+    Setting("workers", "30", _int(1, 1000), "worker threads that run fires"),
+    Setting("queue_size", "0", _int(0, 100_000), "fires waiting for a worker at most; 0 = twice the workers"),
+    Setting("batch_size", "100", _int(1, 10_000), "jobs claimed per store round trip"),
+    Setting("lookahead", "1.0", _float(0.0, 10.0), "seconds ahead a due job is claimed, to start it on time"),
+    Setting("lease_slack", "60", _float(1.0, 3600.0), "seconds a claim outlives fire time + timeout"),
+    Setting("shutdown_grace", "30", _float(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
+    Setting("retention_per_job", "1000", _int(1, 10_000_000), "finished executions kept per job"),
+    Setting("retention_days", "30", _float(0.001, 36_500.0), "finished executions older than this are pruned"),
+    Setting("max_payload_bytes", "65536", _int(2, 16 * 1024 * 1024), "largest job payload accepted, as JSON"),
+    Setting("max_timeout", "86400", _float(1.0, 7 * 86400.0), "largest job timeout accepted, in seconds"),
+    Setting("events", "none", _choice("none", "log"), "where execution events go"),
+    Setting(
+        "lock_failure",
+        "skip",
+        _choice("skip", "run"),
+        "when the lock backend fails: skip the fire (counted) or run it (the store still allows one run)",
+    ),
+    Setting("handler_modules", "", _names, "comma-separated modules whose register(registry) adds handlers"),
+    Setting("log_level", "INFO", _choice("debug", "info", "warning", "error"), "log level"),
+    Setting("log_format", "json", _choice("json", "text"), "json: one object per line; text: for humans"),
+    Setting("owner", "", _optional_text, "this process's name in leases and executions (default host:pid)"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, typed. Build it with ``Settings.load``."""
+
+    db: str
+    host: str
+    port: int
+    api_token: str | None
+    workers: int
+    queue_size: int
+    batch_size: int
+    lookahead: float
+    lease_slack: float
+    shutdown_grace: float
+    retention_per_job: int
+    retention_days: float
+    max_payload_bytes: int
+    max_timeout: float
+    events: str
+    lock_failure: str
+    handler_modules: tuple[str, ...]
+    log_level: str
+    log_format: str
+    owner: str | None
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None) -> Settings:
+        """Read the environment, then ``overrides`` (flag values by setting name). Raises ``ConfigError``."""
+        environ = os.environ if environ is None else environ
+        overrides = overrides or {}
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            if setting.name in overrides:
+                raw, source = overrides[setting.name], setting.flag
+            else:
+                raw, source = environ.get(setting.env, setting.default), setting.env
+            try:
+                values[setting.name] = setting.parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: {exc}") from None
+        return cls(**values)
+
+    @property
+    def effective_queue_size(self) -> int:
+        return self.queue_size or 2 * self.workers
+
+    @property
+    def effective_owner(self) -> str:
+        return self.owner or f"{socket.gethostname()}:{os.getpid()}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_token"}
+
+
+def markdown_table() -> str:
+    rows = ["| variable | flag | default | meaning |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        rows.append(f"| `{s.env}` | `{s.flag}` | `{s.default}` | {s.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -172,6 +172,17 @@ class SQLiteStore:
             raise DuplicateJobName(job.name) from exc
         return job
 
+    def add_jobs(self, jobs: list[Job]) -> None:
+        """Insert many new jobs in one transaction (seeding, benchmarks). Raises ``DuplicateJobName``."""
+        try:
+            with self._tx() as conn:
+                conn.executemany(
+                    f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                    [_job_row(job, job.created_at) for job in jobs],
+                )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateJobName("(one of the batch)") from exc
+
     def get_job(self, job_id: str) -> Job:
         row = self._read(lambda c: c.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone())
         if row is None:

@@ -1,0 +1,79 @@
+"""The Locker port's contract, run unchanged on every adapter."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from ticklock.adapters.lock.local import LocalLocker
+from ticklock.clock import FakeClock
+from ticklock.ports import Locker
+
+
+@dataclass
+class LockerUnderTest:
+    locker: Locker
+    other: Locker  # another client of the same backend (another process, for a shared backend)
+    pass_time: Callable[[float], None]
+
+
+@pytest.fixture(params=["local"])
+def subject(request: pytest.FixtureRequest) -> Iterator[LockerUnderTest]:
+    clock = FakeClock()
+    locker = LocalLocker(clock)
+    yield LockerUnderTest(locker, locker, clock.advance)
+
+
+def test_acquire_gives_a_token_and_blocks_others(subject: LockerUnderTest) -> None:
+    token = subject.locker.acquire("job:1", 10)
+    assert token
+    assert subject.other.acquire("job:1", 10) is None
+    assert subject.other.acquire("job:2", 10)
+
+
+def test_release_by_the_holder_frees_the_key(subject: LockerUnderTest) -> None:
+    token = subject.locker.acquire("job:1", 10)
+    assert token
+    subject.locker.release("job:1", token)
+    assert subject.other.acquire("job:1", 10)
+
+
+def test_release_by_someone_else_does_nothing(subject: LockerUnderTest) -> None:
+    token = subject.locker.acquire("job:1", 10)
+    assert token
+    subject.other.release("job:1", "not-the-token")
+    assert subject.other.acquire("job:1", 10) is None
+
+
+def test_a_lock_expires_after_its_ttl(subject: LockerUnderTest) -> None:
+    old = subject.locker.acquire("job:1", 0.5)
+    assert old
+    subject.pass_time(1.0)
+    new = subject.other.acquire("job:1", 10)
+    assert new and new != old
+    # the old holder's late release must not free the new holder's lock
+    subject.locker.release("job:1", old)
+    assert subject.locker.acquire("job:1", 10) is None
+
+
+def test_contention_has_exactly_one_winner(subject: LockerUnderTest) -> None:
+    winners: list[str] = []
+    mutex = threading.Lock()
+    start = threading.Barrier(16)
+
+    def grab() -> None:
+        start.wait()
+        token = subject.locker.acquire("job:hot", 10)
+        if token:
+            with mutex:
+                winners.append(token)
+
+    threads = [threading.Thread(target=grab) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(winners) == 1

@@ -1,0 +1,320 @@
+"""The Store port's contract (ticklock/ports.py), run unchanged on every adapter."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Trigger
+from ticklock.domain.schedules import CronSchedule
+from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
+from ticklock.ports import Store
+from tests.support.factories import T0, make_execution, make_job, manual_fire
+
+SLACK = timedelta(seconds=30)
+
+
+def claim(store: Store, now=T0, limit: int = 100, horizon: timedelta = timedelta(0), owner: str = "a") -> list[Job]:
+    return store.claim_due(now=now, horizon=now + horizon, limit=limit, owner=owner, slack=SLACK)
+
+
+# -- definitions ------------------------------------------------------------------------------------
+def test_add_then_get_round_trips_every_field(store: Store) -> None:
+    job = make_job(schedule=CronSchedule("*/5 * * * * *", "Europe/London"), payload={"a": [1, "x"]}, timeout=2.5,
+                   max_retries=3)
+    store.add_job(job)
+    got = store.get_job(job.id)
+    assert got == job
+    assert got.next_run_at is not None and got.next_run_at.tzinfo is not None
+
+
+def test_duplicate_name_is_rejected_and_nothing_is_written(store: Store) -> None:
+    store.add_job(make_job("same"))
+    with pytest.raises(DuplicateJobName):
+        store.add_job(make_job("same"))
+    assert len(store.list_jobs()) == 1
+
+
+def test_unknown_id_raises_not_found(store: Store) -> None:
+    with pytest.raises(JobNotFound):
+        store.get_job("missing")
+    with pytest.raises(JobNotFound):
+        store.delete_job("missing")
+    assert store.find_job_by_name("missing") is None
+
+
+def test_list_filters_and_pages_by_id(store: Store) -> None:
+    jobs = [make_job(handler="noop" if i % 2 else "http.check", enabled=i % 3 != 0) for i in range(7)]
+    for job in jobs:
+        store.add_job(job)
+    ids = sorted(j.id for j in jobs)
+    first = store.list_jobs(limit=3)
+    assert [j.id for j in first] == ids[:3]
+    assert [j.id for j in store.list_jobs(limit=10, after=first[-1].id)] == ids[3:]
+    assert {j.id for j in store.list_jobs(handler="noop")} == {j.id for j in jobs if j.handler == "noop"}
+    assert {j.id for j in store.list_jobs(enabled=False)} == {j.id for j in jobs if not j.enabled}
+
+
+def test_update_bumps_version_and_guards_against_stale_writes(store: Store) -> None:
+    job = store.add_job(make_job("before"))
+    updated = store.update_job(job.with_changes(name="after"), expected_version=job.version)
+    assert updated.version == job.version + 1
+    assert store.get_job(job.id).name == "after"
+    with pytest.raises(StaleVersion):
+        store.update_job(job.with_changes(name="stale"), expected_version=job.version)
+    assert store.get_job(job.id).name == "after"
+
+
+def test_update_onto_a_taken_name_is_rejected(store: Store) -> None:
+    store.add_job(make_job("taken"))
+    job = store.add_job(make_job("mine"))
+    with pytest.raises(DuplicateJobName):
+        store.update_job(job.with_changes(name="taken"), expected_version=job.version)
+    assert store.get_job(job.id).name == "mine"
+
+
+def test_update_keeps_a_running_claim(store: Store) -> None:
+    job = store.add_job(make_job())
+    [claimed] = claim(store)
+    store.update_job(claimed.with_changes(payload={"new": True}, lease=None), expected_version=claimed.version)
+    assert store.get_job(job.id).lease == claimed.lease
+    assert claim(store, now=T0 + timedelta(seconds=1)) == []
+
+
+def test_delete_removes_job_and_history(store: Store) -> None:
+    job = store.add_job(make_job())
+    [claimed] = claim(store)
+    execution = make_execution(Fire.of(claimed))
+    store.start_execution(execution)
+    store.delete_job(job.id)
+    with pytest.raises(JobNotFound):
+        store.get_job(job.id)
+    with pytest.raises(JobNotFound):
+        store.get_execution(execution.id)
+
+
+# -- claims ----------------------------------------------------------------------------------------
+def test_claim_takes_due_jobs_oldest_first_up_to_the_limit(store: Store) -> None:
+    jobs = [make_job(next_run_at=T0 - timedelta(seconds=s)) for s in (5, 1, 9, 3)]
+    for job in jobs:
+        store.add_job(job)
+    store.add_job(make_job(next_run_at=T0 + timedelta(seconds=5)))  # not due
+    got = claim(store, limit=3)
+    assert [j.next_run_at for j in got] == [T0 - timedelta(seconds=s) for s in (9, 5, 3)]
+    assert [j.next_run_at for j in claim(store, limit=3)] == [T0 - timedelta(seconds=1)]
+    assert claim(store) == []
+
+
+def test_claim_sets_a_lease_and_the_job_is_not_due_while_it_holds(store: Store) -> None:
+    store.add_job(make_job(timeout=10))
+    [job] = claim(store, owner="me")
+    assert job.lease is not None and job.lease.owner == "me"
+    assert job.lease.until == T0 + timedelta(seconds=10) + SLACK
+    # invariant 2: no storm while it runs
+    for second in range(1, 40):
+        assert claim(store, now=T0 + timedelta(seconds=second)) == []
+    # a lease that ends makes the fire due again (a crashed claimer does not lose it)
+    [again] = claim(store, now=job.lease.until)
+    assert Fire.of(again).scheduled_at == T0
+    assert again.lease is not None and again.lease.token != job.lease.token
+
+
+def test_claim_with_horizon_takes_jobs_due_soon(store: Store) -> None:
+    store.add_job(make_job(next_run_at=T0 + timedelta(milliseconds=700)))
+    store.add_job(make_job(next_run_at=T0 + timedelta(milliseconds=1500)))
+    got = claim(store, horizon=timedelta(seconds=1))
+    assert len(got) == 1
+    assert got[0].lease is not None
+    assert got[0].lease.until == T0 + timedelta(milliseconds=700, seconds=10) + SLACK
+
+
+def test_paused_jobs_are_not_claimed_but_a_trigger_is(store: Store) -> None:
+    job = store.add_job(make_job(enabled=False))
+    assert claim(store) == []
+    store.update_job(job.with_changes(trigger_at=T0), expected_version=job.version)
+    [got] = claim(store)
+    fire = Fire.of(got)
+    assert fire.trigger is Trigger.MANUAL and fire.scheduled_at == T0
+
+
+def test_one_fire_is_claimed_once_under_concurrent_claimers(store: Store, open_store: Callable[[], Store]) -> None:
+    jobs = [make_job(next_run_at=T0 - timedelta(milliseconds=i)) for i in range(300)]
+    for job in jobs:
+        store.add_job(job)
+    claimers = [open_store() for _ in range(4)]
+    seen: list[str] = []
+    mutex = threading.Lock()
+    start = threading.Barrier(len(claimers))
+
+    def work(s: Store, owner: str) -> None:
+        start.wait()
+        while True:
+            got = s.claim_due(now=T0, horizon=T0, limit=7, owner=owner, slack=SLACK)
+            if not got:
+                return
+            with mutex:
+                seen.extend(j.id for j in got)
+
+    threads = [threading.Thread(target=work, args=(s, f"o{i}")) for i, s in enumerate(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    counts = Counter(seen)
+    assert len(counts) == 300
+    assert max(counts.values()) == 1
+
+
+# -- release and advance ---------------------------------------------------------------------------
+def test_release_makes_the_same_fire_due_again(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    assert job.lease is not None
+    store.release(job.id, "not-the-token")
+    assert claim(store, now=T0 + timedelta(seconds=1)) == []
+    store.release(job.id, job.lease.token)
+    [again] = claim(store, now=T0 + timedelta(seconds=1))
+    assert Fire.of(again).scheduled_at == T0
+
+
+def test_advance_moves_the_schedule_and_drops_the_lease(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    fire = Fire.of(job)
+    assert store.advance(fire, next_run_at=T0 + timedelta(seconds=60), now=T0)
+    stored = store.get_job(job.id)
+    assert stored.next_run_at == T0 + timedelta(seconds=60) and stored.lease is None and stored.enabled
+    assert claim(store, now=T0 + timedelta(seconds=59)) == []
+    assert len(claim(store, now=T0 + timedelta(seconds=60))) == 1
+
+
+def test_advance_with_no_next_time_disables_a_one_shot(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    assert store.advance(Fire.of(job), next_run_at=None, now=T0)
+    stored = store.get_job(job.id)
+    assert not stored.enabled and stored.next_run_at is None
+    assert claim(store, now=T0 + timedelta(days=1)) == []
+
+
+def test_advance_with_a_lost_lease_changes_nothing(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    assert job.lease is not None
+    [taken] = claim(store, now=job.lease.until)
+    assert not store.advance(Fire.of(job), next_run_at=T0 + timedelta(hours=1), now=T0)
+    assert store.get_job(job.id).lease == taken.lease
+    assert store.get_job(job.id).next_run_at == T0
+
+
+def test_advance_keeps_an_edit_made_during_the_run(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    edited_time = T0 + timedelta(hours=5)
+    store.update_job(job.with_changes(next_run_at=edited_time, lease=None), expected_version=job.version)
+    assert store.advance(Fire.of(job), next_run_at=T0 + timedelta(seconds=60), now=T0)
+    stored = store.get_job(job.id)
+    assert stored.next_run_at == edited_time and stored.lease is None
+
+
+def test_advance_moves_the_version_so_a_stale_edit_conflicts(store: Store) -> None:
+    job = store.add_job(make_job())
+    [claimed] = claim(store)
+    store.advance(Fire.of(claimed), next_run_at=T0 + timedelta(seconds=60), now=T0)
+    with pytest.raises(StaleVersion):
+        store.update_job(job.with_changes(payload={"x": 1}), expected_version=job.version)
+
+
+def test_manual_fire_clears_its_trigger_and_keeps_the_schedule(store: Store) -> None:
+    job = store.add_job(make_job(next_run_at=T0 + timedelta(hours=1)))
+    store.update_job(job.with_changes(trigger_at=T0), expected_version=job.version)
+    [claimed] = claim(store)
+    fire = Fire.of(claimed)
+    assert fire.trigger is Trigger.MANUAL
+    assert store.advance(fire, next_run_at=None, now=T0)
+    stored = store.get_job(job.id)
+    assert stored.trigger_at is None and stored.next_run_at == T0 + timedelta(hours=1) and stored.enabled
+
+
+def test_a_trigger_arriving_during_a_manual_run_is_kept(store: Store) -> None:
+    job = store.add_job(make_job(next_run_at=T0 + timedelta(hours=1)))
+    job = store.update_job(job.with_changes(trigger_at=T0), expected_version=job.version)
+    [claimed] = claim(store)
+    later = T0 + timedelta(seconds=2)
+    current = store.get_job(job.id)
+    store.update_job(current.with_changes(trigger_at=later, lease=None), expected_version=current.version)
+    store.advance(manual_fire(claimed, T0), next_run_at=None, now=T0)
+    assert store.get_job(job.id).trigger_at == later
+
+
+# -- executions ------------------------------------------------------------------------------------
+def test_execution_is_unique_per_fire(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    fire = Fire.of(job)
+    first = store.start_execution(make_execution(fire))
+    second = store.start_execution(make_execution(fire, owner="other"))
+    assert first.created and not second.created
+    assert second.execution == first.execution
+    assert store.get_execution(first.execution.id) == first.execution
+
+
+def test_finish_is_guarded_by_the_run_token(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    execution = store.start_execution(make_execution(Fire.of(job))).execution
+    impostor = execution.with_changes(run_token="other", status=ExecutionStatus.SUCCESS, finished_at=T0)
+    assert not store.finish_execution(impostor)
+    done = execution.with_changes(status=ExecutionStatus.FAILED, attempts=3, error="boom", finished_at=T0,
+                                  duration=1.5)
+    assert store.finish_execution(done)
+    assert store.get_execution(execution.id) == done
+    assert not store.finish_execution(done.with_changes(status=ExecutionStatus.SUCCESS))
+
+
+def test_take_over_is_guarded_by_the_previous_token(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    execution = store.start_execution(make_execution(Fire.of(job))).execution
+    resumed = execution.with_changes(run_token="new", owner="b", resumes=1, started_at=T0 + timedelta(seconds=30))
+    assert not store.take_over_execution(resumed, previous_token="wrong")
+    assert store.take_over_execution(resumed, previous_token=execution.run_token)
+    assert store.get_execution(execution.id) == resumed
+    assert not store.take_over_execution(resumed.with_changes(run_token="x"), previous_token=execution.run_token)
+
+
+def test_executions_list_newest_first_with_paging(store: Store) -> None:
+    job = store.add_job(make_job())
+    ids = []
+    for i in range(5):
+        fire = Fire(job, T0 + timedelta(seconds=i), Trigger.SCHEDULE, "t")
+        ids.append(store.start_execution(make_execution(fire)).execution.id)
+    page = store.list_executions(job.id, limit=2)
+    assert [e.id for e in page] == [ids[4], ids[3]]
+    assert [e.id for e in store.list_executions(job.id, limit=10, before=page[-1].id)] == [ids[2], ids[1], ids[0]]
+    assert store.list_executions("other-job") == []
+
+
+def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:
+    job = store.add_job(make_job())
+    rows = []
+    for i in range(6):
+        fire = Fire(job, T0 + timedelta(seconds=i), Trigger.SCHEDULE, "t")
+        execution = store.start_execution(make_execution(fire)).execution
+        if i != 0:  # the oldest stays running
+            execution = execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=fire.scheduled_at)
+            store.finish_execution(execution)
+        rows.append(execution)
+    assert store.prune_executions(older_than=T0 - timedelta(days=1), keep_per_job=3) == 2
+    left = {e.id for e in store.list_executions(job.id)}
+    assert left == {rows[0].id, rows[3].id, rows[4].id, rows[5].id}
+    assert store.prune_executions(older_than=T0 + timedelta(seconds=4, milliseconds=1), keep_per_job=100) == 2
+    assert {e.id for e in store.list_executions(job.id)} == {rows[0].id, rows[5].id}
+
+
+def test_ping_answers(store: Store) -> None:
+    store.ping()

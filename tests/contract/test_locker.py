@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.ports import Locker
@@ -21,10 +20,10 @@ class LockerUnderTest:
 
 
 @pytest.fixture(params=["local"])
-def subject(request: pytest.FixtureRequest) -> Iterator[LockerUnderTest]:
+def subject(request: pytest.FixtureRequest) -> LockerUnderTest:
     clock = FakeClock()
     locker = LocalLocker(clock)
-    yield LockerUnderTest(locker, locker, clock.advance)
+    return LockerUnderTest(locker, locker, clock.advance)
 
 
 def test_acquire_gives_a_token_and_blocks_others(subject: LockerUnderTest) -> None:

@@ -5,27 +5,30 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
-
 from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import Store
+
 from tests.support.factories import T0, make_execution, make_job, manual_fire
 
 SLACK = timedelta(seconds=30)
 
 
-def claim(store: Store, now=T0, limit: int = 100, horizon: timedelta = timedelta(0), owner: str = "a") -> list[Job]:
+def claim(
+    store: Store, now: datetime = T0, limit: int = 100, horizon: timedelta = timedelta(0), owner: str = "a"
+) -> list[Job]:
     return store.claim_due(now=now, horizon=now + horizon, limit=limit, owner=owner, slack=SLACK)
 
 
 # -- definitions ------------------------------------------------------------------------------------
 def test_add_then_get_round_trips_every_field(store: Store) -> None:
-    job = make_job(schedule=CronSchedule("*/5 * * * * *", "Europe/London"), payload={"a": [1, "x"]}, timeout=2.5,
-                   max_retries=3)
+    job = make_job(
+        schedule=CronSchedule("*/5 * * * * *", "Europe/London"), payload={"a": [1, "x"]}, timeout=2.5, max_retries=3
+    )
     store.add_job(job)
     got = store.get_job(job.id)
     assert got == job
@@ -269,8 +272,7 @@ def test_finish_is_guarded_by_the_run_token(store: Store) -> None:
     execution = store.start_execution(make_execution(Fire.of(job))).execution
     impostor = execution.with_changes(run_token="other", status=ExecutionStatus.SUCCESS, finished_at=T0)
     assert not store.finish_execution(impostor)
-    done = execution.with_changes(status=ExecutionStatus.FAILED, attempts=3, error="boom", finished_at=T0,
-                                  duration=1.5)
+    done = execution.with_changes(status=ExecutionStatus.FAILED, attempts=3, error="boom", finished_at=T0, duration=1.5)
     assert store.finish_execution(done)
     assert store.get_execution(execution.id) == done
     assert not store.finish_execution(done.with_changes(status=ExecutionStatus.SUCCESS))

@@ -88,8 +88,12 @@ class Invoker:
             call.done.set()
 
     def close(self) -> None:
+        if self._loop.is_closed():
+            return
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(timeout=5)
+        if not self._loop_thread.is_alive():
+            self._loop.close()
 
     # -- sync -----------------------------------------------------------------------------------------
     def _call_sync(self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call) -> AttemptResult:

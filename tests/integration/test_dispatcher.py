@@ -1,0 +1,162 @@
+"""The dispatcher and the local worker pool, on the real SQLite store."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from ticklock.adapters.queue.local import WorkerPool
+from ticklock.adapters.store.sqlite import SQLiteStore
+from ticklock.clock import FakeClock
+from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.jobs import Fire
+
+from tests.support.factories import make_job
+from tests.support.recorders import RecordingMetrics
+
+
+class Collector:
+    """A pool whose work is to remember what it was given."""
+
+    def __init__(self) -> None:
+        self.fires: list[Fire] = []
+        self.mutex = threading.Lock()
+
+    def __call__(self, fire: Fire) -> None:
+        with self.mutex:
+            self.fires.append(fire)
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> Iterator[SQLiteStore]:
+    store = SQLiteStore(tmp_path / "d.db")
+    yield store
+    store.close()
+
+
+def make_dispatcher(store: SQLiteStore, pool: WorkerPool, clock: FakeClock, **kw: object) -> Dispatcher:
+    return Dispatcher(store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", **kw)  # type: ignore[arg-type]
+
+
+def test_full_batches_are_claimed_again_until_nothing_is_due(sqlite: SQLiteStore) -> None:
+    clock = FakeClock()
+    sqlite.add_jobs([make_job(next_run_at=clock.now() - timedelta(milliseconds=i)) for i in range(250)])
+    collected = Collector()
+    pool = WorkerPool(collected, workers=4, queue_size=8)
+    dispatcher = make_dispatcher(sqlite, pool, clock, batch_size=100)
+    rounds = []
+    while True:
+        claimed, full = dispatcher.claim(clock.now())
+        rounds.append(claimed)
+        dispatcher.release_due(clock.now())
+        if not full:
+            break
+    assert rounds == [100, 100, 50]
+    pool.stop(5)
+    assert len({f.job.id for f in collected.fires}) == 250
+
+
+def test_fires_are_claimed_ahead_and_released_at_their_time(sqlite: SQLiteStore) -> None:
+    clock = FakeClock()
+    sqlite.add_job(make_job(next_run_at=clock.now() + timedelta(milliseconds=600)))
+    sqlite.add_job(make_job(next_run_at=clock.now() + timedelta(milliseconds=1600)))
+    collected = Collector()
+    pool = WorkerPool(collected, workers=1)
+    dispatcher = make_dispatcher(sqlite, pool, clock, lookahead=1.0)
+    assert dispatcher.claim(clock.now()) == (1, False)
+    assert dispatcher.release_due(clock.now()) == 0
+    assert dispatcher.next_wake() == clock.now() + timedelta(milliseconds=600)
+    clock.advance(0.6)
+    assert dispatcher.release_due(clock.now()) == 1
+    pool.stop(5)
+    assert len(collected.fires) == 1
+
+
+def test_pending_fires_are_bounded(sqlite: SQLiteStore) -> None:
+    clock = FakeClock()
+    sqlite.add_jobs([make_job(next_run_at=clock.now() + timedelta(milliseconds=500)) for _ in range(50)])
+    pool = WorkerPool(Collector(), workers=1)
+    dispatcher = make_dispatcher(sqlite, pool, clock, batch_size=10, max_pending=25)
+    total = 0
+    for _ in range(5):
+        total += dispatcher.claim(clock.now())[0]
+    assert total == 25
+    assert len(dispatcher.take_pending()) == 25
+    pool.stop(5)
+
+
+def test_a_full_pool_blocks_the_dispatcher_instead_of_growing(sqlite: SQLiteStore) -> None:
+    clock = FakeClock()
+    sqlite.add_jobs([make_job(next_run_at=clock.now()) for _ in range(10)])
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+
+    def blocked(fire: Fire) -> None:
+        running.release()
+        gate.wait(10)
+
+    pool = WorkerPool(blocked, workers=2, queue_size=3)
+    dispatcher = make_dispatcher(sqlite, pool, clock)
+    dispatcher.claim(clock.now())
+    releaser = threading.Thread(target=dispatcher.release_due, args=(clock.now(),))
+    releaser.start()
+    running.acquire(timeout=5)
+    running.acquire(timeout=5)
+    releaser.join(0.3)
+    assert releaser.is_alive()  # blocked on the full queue
+    assert pool.busy() == 2 and pool.depth() == 3  # never more than workers + queue
+    assert len(dispatcher.take_pending()) == 10 - 2 - 3 - 1  # one more is in the blocked submit
+    gate.set()
+    releaser.join(5)
+    assert pool.stop(5)
+
+
+def test_a_store_outage_is_logged_and_the_tick_retried(tmp_path: Path) -> None:
+    path = tmp_path / "busy.db"
+    store = SQLiteStore(path, busy_timeout=0.05)
+    clock = FakeClock()
+    store.add_job(make_job(next_run_at=clock.now()))
+    metrics = RecordingMetrics()
+    pool = WorkerPool(Collector(), workers=1)
+    dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=metrics, owner="d")
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    assert dispatcher.claim(clock.now()) == (0, False)
+    assert metrics.ticks == [(0, True)]
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert dispatcher.claim(clock.now()) == (1, False)
+    pool.stop(5)
+    store.close()
+
+
+def test_the_loop_keeps_ticking_through_an_outage(tmp_path: Path) -> None:
+    path = tmp_path / "loop.db"
+    store = SQLiteStore(path, busy_timeout=0.05)
+    clock = FakeClock()
+    store.add_job(make_job(next_run_at=clock.now() + timedelta(seconds=3)))
+    collected = Collector()
+    pool = WorkerPool(collected, workers=1)
+    metrics = RecordingMetrics()
+    dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=metrics, owner="d", lookahead=0)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    stop = threading.Event()
+    loop = threading.Thread(target=dispatcher.run, args=(stop,))
+    loop.start()
+    while len(metrics.ticks) < 3:  # the fake clock's sleeps pass a second per tick
+        loop.join(0.01)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    while not collected.fires:
+        loop.join(0.01)
+    stop.set()
+    loop.join(5)
+    assert not loop.is_alive()
+    assert any(failed for _, failed in metrics.ticks)
+    pool.stop(5)
+    store.close()

@@ -1,0 +1,265 @@
+"""The five steps against the real SQLite store: lock, record, run, finalise, advance."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from ticklock.clock import FakeClock
+from ticklock.domain.events import STARTED
+from ticklock.domain.jobs import ExecutionStatus, Trigger
+from ticklock.domain.lifecycle import MAX_RESUMES, LockFailure, SkipReason
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
+
+from tests.integration.conftest import Harness
+from tests.support.factories import make_execution
+from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_success_records_publishes_measures_and_advances(fake: Harness) -> None:
+    job = fake.add("noop", schedule=IntervalSchedule(30))
+    fire = fake.claim_one()
+    outcome = fake.runner().run(fire)
+    execution = outcome.execution
+    assert execution is not None and outcome.skipped is None
+    stored = fake.store.get_execution(execution.id)
+    assert stored.status is ExecutionStatus.SUCCESS and stored.attempts == 1
+    assert stored.finished_at is not None and stored.duration is not None
+    assert fake.publisher.types() == [STARTED, "job.execution.succeeded"]
+    assert fake.metrics.finished == [("noop", "success", stored.duration, 1)]
+    assert [h for h, _ in fake.metrics.started] == ["noop"]
+    after = fake.store.get_job(job.id)
+    assert after.lease is None
+    assert after.next_run_at == fake.clock.now() + timedelta(seconds=30)
+
+
+def test_errors_are_retried_with_backoff_until_success(fake: Harness, tmp_path: Path) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    log = tmp_path / "calls"
+    fake.add("test.flaky", payload={"succeed_on": 4, "path": str(log)}, max_retries=5, timeout=600)
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.SUCCESS
+    assert outcome.execution.attempts == 4
+    assert fake.clock.sleeps == [1.0, 2.0, 4.0]
+    assert lines(log) == 4
+
+
+def test_retries_run_out_as_failed_with_the_last_error(fake: Harness) -> None:
+    fake.add("test.fail", payload={"message": "disk full"}, max_retries=2, timeout=600)
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.FAILED
+    assert outcome.execution.attempts == 3
+    assert outcome.execution.error == "RuntimeError: disk full"
+    assert fake.publisher.types()[-1] == "job.execution.failed"
+
+
+def test_retries_stop_at_the_deadline(fake: Harness) -> None:
+    # 1 + 2 + 4 s of backoff fit in 10 s; the next wait (8 s) does not
+    fake.add("test.fail", max_retries=10, timeout=10)
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.TIMEOUT
+    assert outcome.execution.attempts == 4
+    assert outcome.execution.error is not None and "planned failure" in outcome.execution.error
+
+
+def test_a_sync_handler_ignoring_its_deadline_times_out_and_keeps_the_lock(real: Harness) -> None:
+    job = real.add("test.sleep", payload={"seconds": 3}, timeout=0.3)
+    runner = real.runner()
+    outcome = runner.run(real.claim_one())
+    assert outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.TIMEOUT
+    assert real.invoker.abandoned == 1
+    # the job advanced, but its lock stays until its TTL so the straggler does not overlap a new run
+    assert real.store.get_job(job.id).lease is None
+    assert real.locker is not None and real.locker.acquire(f"job:{job.id}", 1) is None
+
+
+def test_an_async_handler_is_cancelled_at_its_deadline(real: Harness) -> None:
+    real.add("test.async_sleep", payload={"seconds": 30}, timeout=0.3)
+    outcome = real.runner().run(real.claim_one())
+    assert outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.TIMEOUT
+    assert real.invoker.abandoned == 0
+
+
+def test_an_unknown_handler_is_skipped_counted_and_advanced(fake: Harness) -> None:
+    job = fake.add("gone.away")
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.skipped is SkipReason.UNKNOWN_HANDLER
+    assert fake.metrics.skipped == [("gone.away", "unknown_handler")]
+    assert fake.store.list_executions(job.id) == []
+    after = fake.store.get_job(job.id)
+    assert after.lease is None and after.next_run_at == fake.clock.now() + timedelta(seconds=60)
+
+
+def test_a_duplicate_delivery_of_a_finished_fire_runs_nothing(fake: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    job = fake.add("test.record", payload={"path": str(log)})
+    fire = fake.claim_one()
+    runner = fake.runner()
+    first = runner.run(fire)
+    second = runner.run(fire)
+    assert first.execution is not None
+    assert second.skipped is SkipReason.DUPLICATE
+    assert lines(log) == 1
+    assert len(fake.store.list_executions(job.id)) == 1
+
+
+def test_concurrent_duplicate_deliveries_run_the_handler_once(real: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    real.add("test.wait", payload={"seconds": 0.5, "path": str(log)}, timeout=5)
+    fire = real.claim_one()
+    runner = real.runner()
+    outcomes = []
+    start = threading.Barrier(4)
+
+    def deliver() -> None:
+        start.wait()
+        outcomes.append(runner.run(fire))
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert lines(log) == 1
+    assert sum(1 for o in outcomes if o.execution is not None) == 1
+    assert {o.skipped for o in outcomes if o.skipped} <= {SkipReason.LOCK_HELD, SkipReason.DUPLICATE}
+
+
+def test_a_fire_whose_owner_died_mid_run_is_resumed_once(fake: Harness, tmp_path: Path) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    log = tmp_path / "calls"
+    job = fake.add("test.record", payload={"path": str(log)}, timeout=10)
+    fire = fake.claim_one()
+    # the first owner recorded the start, then vanished (no finish, no advance, no release)
+    orphan = fake.store.start_execution(make_execution(fire, started_at=fake.clock.now(), owner="dead")).execution
+    assert fire.job.lease is not None
+    fake.clock.advance((fire.job.lease.until - fake.clock.now()).total_seconds())
+    refire = fake.claim_one()
+    assert refire.key == fire.key
+    outcome = fake.runner(owner="survivor").run(refire)
+    assert outcome.execution is not None and outcome.execution.id == orphan.id
+    stored = fake.store.get_execution(orphan.id)
+    assert stored.status is ExecutionStatus.SUCCESS and stored.resumes == 1 and stored.owner == "survivor"
+    assert lines(log) == 1
+    assert fake.store.get_job(job.id).next_run_at == fake.clock.now() + timedelta(seconds=60)
+
+
+def test_a_fire_that_keeps_losing_its_owner_is_given_up_as_lost(fake: Harness) -> None:
+    fake.add("noop", timeout=10)
+    fire = fake.claim_one()
+    execution = fake.store.start_execution(make_execution(fire, owner="dead")).execution
+    fake.store.take_over_execution(
+        execution.with_changes(resumes=MAX_RESUMES, run_token="t2"), previous_token=execution.run_token
+    )
+    assert fire.job.lease is not None
+    assert isinstance(fake.clock, FakeClock)
+    fake.clock.advance((fire.job.lease.until - fake.clock.now()).total_seconds())
+    fake.runner().run(fake.claim_one())
+    assert fake.store.get_execution(execution.id).status is ExecutionStatus.LOST
+
+
+def test_an_interrupted_fire_is_released_then_resumed(real: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    job = real.add("test.wait", payload={"seconds": 30, "path": str(log)}, timeout=60)
+    runner = real.runner()
+    fire = real.claim_one()
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(runner.run(fire)))
+    worker.start()
+    while lines(log) == 0:
+        worker.join(0.01)
+    runner.shutdown.set()
+    real.invoker.interrupt_all()
+    worker.join(10)
+    [execution] = real.store.list_executions(job.id)
+    assert execution.status is ExecutionStatus.INTERRUPTED
+    assert real.publisher.types()[-1] == "job.execution.interrupted"
+    # released, not advanced: the same fire is due again at once (made quick for the second run)
+    job = real.store.get_job(job.id)
+    real.store.update_job(job.with_changes(payload={"seconds": 0, "path": str(log)}), expected_version=job.version)
+    again = real.claim_one()
+    assert again.key == fire.key
+    resumed = real.runner().run(again)
+    assert resumed.execution is not None
+    final = real.store.get_execution(execution.id)
+    assert final.status is ExecutionStatus.SUCCESS and final.resumes == 1
+    assert lines(log) == 2
+
+
+def test_event_and_metrics_outages_never_fail_a_run(fake: Harness) -> None:
+    job = fake.add("noop")
+    runner = fake.runner(publisher=BrokenPublisher(), metrics=BrokenMetrics())
+    outcome = runner.run(fake.claim_one())
+    assert outcome.execution is not None
+    assert fake.store.get_execution(outcome.execution.id).status is ExecutionStatus.SUCCESS
+    assert fake.store.get_job(job.id).lease is None
+
+
+def test_lock_backend_down_skips_by_default_and_counts_it(fake: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    job = fake.add("test.record", payload={"path": str(log)})
+    outcome = fake.runner(locker=DownLocker()).run(fake.claim_one())
+    assert outcome.skipped is SkipReason.LOCK_UNAVAILABLE
+    assert ("test.record", "lock_unavailable") in fake.metrics.skipped
+    assert lines(log) == 0
+    assert fake.store.get_job(job.id).lease is None
+
+
+def test_lock_backend_down_with_run_policy_still_runs_once(fake: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    fake.add("test.record", payload={"path": str(log)})
+    fire = fake.claim_one()
+    runner = fake.runner(locker=DownLocker(), lock_failure=LockFailure.RUN)
+    assert runner.run(fire).execution is not None
+    assert runner.run(fire).skipped is SkipReason.DUPLICATE
+    assert lines(log) == 1
+
+
+def test_a_one_shot_job_is_disabled_after_it_runs(fake: Harness) -> None:
+    job = fake.add("noop", schedule=OnceSchedule(fake.clock.now()))
+    fake.runner().run(fake.claim_one())
+    after = fake.store.get_job(job.id)
+    assert not after.enabled and after.next_run_at is None
+
+
+def test_a_cron_job_gets_its_next_fire_time_from_now(fake: Harness) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    job = fake.add("noop", schedule=CronSchedule("*/15 * * * * *"), next_run_at=fake.clock.now())
+    fake.clock.advance(40)  # downtime: slots at 15, 30 were missed
+    fake.runner().run(fake.claim_one())
+    assert len(fake.store.list_executions(job.id)) == 1  # a missed fire runs once
+    assert fake.store.get_job(job.id).next_run_at == fake.clock.now() + timedelta(seconds=5)
+
+
+def test_a_manual_trigger_runs_without_moving_the_schedule(fake: Harness) -> None:
+    later = fake.clock.now() + timedelta(hours=1)
+    job = fake.add("noop", next_run_at=later)
+    job = fake.store.update_job(job.with_changes(trigger_at=fake.clock.now()), expected_version=job.version)
+    fire = fake.claim_one()
+    assert fire.trigger is Trigger.MANUAL
+    outcome = fake.runner().run(fire)
+    assert outcome.execution is not None and outcome.execution.trigger is Trigger.MANUAL
+    after = fake.store.get_job(job.id)
+    assert after.next_run_at == later and after.trigger_at is None
+
+
+def test_a_fire_whose_lease_ran_out_in_the_queue_is_released_not_run(fake: Harness, tmp_path: Path) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    log = tmp_path / "calls"
+    job = fake.add("test.record", payload={"path": str(log)}, timeout=10)
+    fire = fake.claim_one()
+    fake.clock.advance(26)  # 30 s slack minus less than the 5 s lock margin is left
+    assert fake.runner().run(fire).skipped is SkipReason.LEASE_EXPIRED
+    assert lines(log) == 0
+    assert fake.claim_one().key == fire.key
+    assert fake.store.get_job(job.id).lease is not None

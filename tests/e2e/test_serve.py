@@ -1,0 +1,147 @@
+"""`ticklock serve` end to end: a real process, a real SQLite file, real HTTP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Serve, run_cli, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def final(serve: Serve, job_id: str) -> list[dict[str, Any]]:
+    return [e for e in serve.executions(job_id) if e["status"] not in ("running", "interrupted")]
+
+
+def test_jobs_run_with_success_failure_and_timeout_statuses(start: Callable[..., Serve]) -> None:
+    serve = start()
+    ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
+    failing = serve.create(
+        name="failing",
+        handler="test.fail",
+        schedule={"kind": "interval", "seconds": 3600},
+        max_retries=2,
+        timeout=30,
+        payload={"message": "nope"},
+    )
+    slow = serve.create(
+        name="slow",
+        handler="test.sleep",
+        schedule={"kind": "interval", "seconds": 3600},
+        timeout=0.5,
+        payload={"seconds": 3},
+    )
+    serve.client.post(f"/jobs/{failing['id']}/trigger")
+    serve.client.post(f"/jobs/{slow['id']}/trigger")
+
+    runs = wait_for(lambda: len(final(serve, ok["id"])) >= 3 and final(serve, ok["id"]))
+    assert {e["status"] for e in runs} == {"success"}
+    assert all(e["lag"] >= 0 for e in runs)
+    [failed] = wait_for(lambda: final(serve, failing["id"]))
+    assert failed["status"] == "failed"
+    assert failed["attempts"] == 3
+    assert failed["error"] == "RuntimeError: nope"
+    assert failed["trigger"] == "manual"
+    [timed_out] = wait_for(lambda: final(serve, slow["id"]))
+    assert timed_out["status"] == "timeout"
+    metrics = serve.client.get("/metrics").text
+    assert 'ticklock_executions_total{handler="test.fail",status="failed"} 1.0' in metrics
+    assert 'ticklock_executions_total{handler="test.sleep",status="timeout"} 1.0' in metrics
+    assert "ticklock_dispatch_lag_seconds_bucket" in metrics
+    assert serve.terminate() == 0
+
+
+def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:
+    serve = start()
+    job = serve.create(name="every-second", handler="noop", schedule={"kind": "cron", "expr": "* * * * * *"})
+    wait_for(lambda: len(serve.executions(job["id"])) >= 2)
+    paused = serve.client.post(f"/jobs/{job['id']}/pause").json()
+    assert paused["enabled"] is False
+    # let anything claimed before the pause finish, then nothing more may run
+    wait_for(lambda: not serve.client.get(f"/jobs/{job['id']}").json()["running"])
+    settled = len(serve.executions(job["id"]))
+    time.sleep(2.5)
+    assert len(serve.executions(job["id"])) == settled
+
+    triggered = serve.client.post(f"/jobs/{job['id']}/trigger")
+    assert triggered.status_code == 202
+    manual = wait_for(lambda: [e for e in serve.executions(job["id"]) if e["trigger"] == "manual"])
+    assert len(manual) == 1
+    assert manual[0]["status"] in ("running", "success")
+    assert serve.client.get(f"/jobs/{job['id']}").json()["enabled"] is False
+
+    resumed = serve.client.post(f"/jobs/{job['id']}/resume").json()
+    assert resumed["enabled"] is True
+    wait_for(lambda: len(serve.executions(job["id"])) >= settled + 3)
+    assert serve.terminate() == 0
+
+
+def test_sigterm_finishes_cleanly_and_a_cut_off_fire_is_resumed_after_restart(
+    start: Callable[..., Serve], tmp_path: Path
+) -> None:
+    db = tmp_path / "restart.db"
+    calls = tmp_path / "calls"
+    serve = start(db, TICKLOCK_SHUTDOWN_GRACE="0.5")
+    job = serve.create(
+        name="long",
+        handler="test.wait",
+        schedule={"kind": "interval", "seconds": 3600},
+        timeout=60,
+        payload={"seconds": 4, "path": str(calls)},
+    )
+    serve.client.post(f"/jobs/{job['id']}/trigger")
+    wait_for(lambda: calls.exists() and calls.read_text())
+    assert serve.terminate() == 0
+    assert "shutdown.done" in serve.log()
+
+    again = start(db, TICKLOCK_SHUTDOWN_GRACE="0.5")
+    [execution] = wait_for(lambda: [e for e in again.executions(job["id"]) if e["status"] == "success"], timeout=40)
+    assert execution["resumes"] == 1
+    assert execution["trigger"] == "manual"
+    assert len(calls.read_text().splitlines()) == 2
+    assert again.client.get(f"/jobs/{job['id']}").json()["trigger_pending_at"] is None
+    assert again.terminate() == 0
+
+
+def test_a_duplicate_handler_stops_the_boot(tmp_path: Path) -> None:
+    result = run_cli(
+        "serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_HANDLER_MODULES": "tests.support.duplicate_noop"}
+    )
+    assert result.returncode == 2
+    assert "handler 'noop' is registered twice" in result.stderr
+
+
+def test_a_bad_setting_stops_the_boot_naming_the_variable(tmp_path: Path) -> None:
+    result = run_cli("serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_PORT": "eighty"})
+    assert result.returncode == 2
+    assert "TICKLOCK_PORT" in result.stderr
+    result = run_cli("serve", "--db", str(tmp_path / "x.db"), "--workers", "0")
+    assert result.returncode == 2
+    assert "--workers" in result.stderr
+
+
+def test_help_lists_the_commands() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert "serve" in result.stdout
+    serve_help = run_cli("serve", "--help")
+    assert "--port" in serve_help.stdout
+    assert "--db" in serve_help.stdout
+    assert "TICKLOCK_PORT" in serve_help.stdout
+
+
+def test_a_token_protects_the_api_and_loopback_is_forced_without_one(start: Callable[..., Serve]) -> None:
+    open_serve = start(TICKLOCK_HOST="0.0.0.0")
+    assert "api.loopback_only" in open_serve.log()
+    open_serve.terminate()
+    guarded = start(TICKLOCK_API_TOKEN="s3cret")
+    assert guarded.client.get("/jobs").status_code == 200
+    anonymous = guarded.client.get("/jobs", headers={"Authorization": ""})
+    assert anonymous.status_code == 401
+    assert guarded.client.get("/health", headers={"Authorization": ""}).status_code == 200
+    guarded.terminate()

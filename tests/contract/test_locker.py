@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.ports import Locker

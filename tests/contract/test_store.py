@@ -8,12 +8,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+
+from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import Store
-
-from tests.support.factories import T0, make_execution, make_job, manual_fire
 
 SLACK = timedelta(seconds=30)
 

@@ -8,12 +8,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from ticklock.domain.schedules import CronSchedule
 from tests.e2e.conftest import Serve
+from ticklock.domain.schedules import CronSchedule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ def test_two_processes_share_one_store_and_run_each_fire_once(start: Callable[..
     for fires in by_job.values():
         fires.sort()
         assert len(fires) >= SECONDS - 5
-        for (scheduled, finished), (next_scheduled, _) in zip(fires, fires[1:], strict=False):
+        for (scheduled, finished), (next_scheduled, _) in pairwise(fires):
             after = max(_at(finished), _at(scheduled))
             assert _at(next_scheduled) == cron.next_after(after)
             collapsed += int((_at(next_scheduled) - _at(scheduled)) > timedelta(seconds=1))

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import handlers
+from tests.support.factories import make_job
+from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import Clock, FakeClock, SystemClock
@@ -19,10 +23,6 @@ from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
 from ticklock.ports import Locker, Metrics, Publisher
-
-from tests.support import handlers
-from tests.support.factories import make_job
-from tests.support.recorders import RecordingMetrics, RecordingPublisher
 
 
 @dataclass

@@ -9,14 +9,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+
+from tests.support.factories import make_job
+from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Fire
-
-from tests.support.factories import make_job
-from tests.support.recorders import RecordingMetrics
 
 
 class Collector:

@@ -6,15 +6,14 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+from tests.integration.conftest import Harness
+from tests.support.factories import make_execution
+from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
 from ticklock.domain.jobs import ExecutionStatus, Trigger
 from ticklock.domain.lifecycle import MAX_RESUMES, LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
-
-from tests.integration.conftest import Harness
-from tests.support.factories import make_execution
-from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 
 
 def lines(path: Path) -> int:

@@ -87,7 +87,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("db", "ticklock.db", _text, "SQLite file of the embedded store (created if missing)"),
     Setting("host", "127.0.0.1", _text, "address the API listens on; without an API token it is forced to 127.0.0.1"),
-    Setting("port", "8080", _int(0, 65535), "port of the REST API and /metrics (0 picks a free one)"),
+    Setting("port", "8080", _int(1, 65535), "port of the REST API and /metrics"),
     Setting("api_token", "", _optional_text, "bearer token the API requires; empty = no auth, loopback only"),
     Setting("workers", "30", _int(1, 1000), "worker threads that run fires"),
     Setting("queue_size", "0", _int(0, 100_000), "fires waiting for a worker at most; 0 = twice the workers"),

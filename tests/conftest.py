@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.ports import Store
 

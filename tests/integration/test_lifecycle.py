@@ -163,8 +163,12 @@ def test_a_fire_that_keeps_losing_its_owner_is_given_up_as_lost(fake: Harness) -
     assert fire.job.lease is not None
     assert isinstance(fake.clock, FakeClock)
     fake.clock.advance((fire.job.lease.until - fake.clock.now()).total_seconds())
-    fake.runner().run(fake.claim_one())
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.skipped is SkipReason.GIVEN_UP
     assert fake.store.get_execution(execution.id).status is ExecutionStatus.LOST
+    assert fake.publisher.types() == ["job.execution.lost"]
+    assert fake.metrics.finished == [("noop", "lost", 0.0, 0)]
+    assert fake.store.get_job(fire.job.id).lease is None
 
 
 def test_an_interrupted_fire_is_released_then_resumed(real: Harness, tmp_path: Path) -> None:

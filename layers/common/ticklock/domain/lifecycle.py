@@ -46,6 +46,7 @@ class SkipReason(enum.StrEnum):
     DUPLICATE = "duplicate"
     RUNNING_ELSEWHERE = "running_elsewhere"
     LEASE_EXPIRED = "lease_expired"
+    GIVEN_UP = "given_up"  # the fire's execution was finalised as LOST instead of being resumed again
 
 
 # What a skip does to the claim. The rest (LOCK_HELD, RUNNING_ELSEWHERE) leave it alone: somebody else
@@ -196,10 +197,16 @@ class TaskRunner:
             lost = existing.with_changes(
                 status=ExecutionStatus.LOST, finished_at=now, error=f"given up after {existing.resumes} resumes"
             )
-            self.store.finish_execution(lost)
-            log.error("execution.lost", extra={**fields, "execution_id": existing.id})
-            self._skip(fire, SkipReason.DUPLICATE)
-            return SkipReason.DUPLICATE
+            if self.store.finish_execution(lost):
+                log.error("execution.lost", extra={**fields, "execution_id": existing.id})
+                self._safely(
+                    "metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0
+                )
+                self._safely(
+                    "publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, fire.job.name)
+                )
+            self._advance(fire)
+            return SkipReason.GIVEN_UP
         resumed = existing.with_changes(
             status=ExecutionStatus.RUNNING,
             started_at=now,

@@ -13,7 +13,6 @@ from tests.integration.conftest import Harness
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.domain.jobs import ExecutionStatus
 
-
 Web = tuple[str, list[tuple[str, str, str | None]]]
 
 

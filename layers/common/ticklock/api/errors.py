@@ -10,7 +10,10 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from ticklock.errors import (
     ConflictError,
@@ -65,6 +68,14 @@ def _describe(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _not_json(kind: str) -> Response[str]:
+    return error(
+        HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        f"send the body as JSON with 'Content-Type: application/json' (got {kind or 'no content type'!r})",
+    )
+
+
 def install(app: ApiGatewayResolver) -> None:
     """Register the exception handlers on a resolver."""
 
@@ -95,6 +106,11 @@ def install(app: ApiGatewayResolver) -> None:
         return error(
             HTTPStatus.UNPROCESSABLE_ENTITY, "validation_error", f"{first['field']}: {first['message']}", details
         )
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported(exc: RequestUnsupportedContentType) -> Response[str]:
+        headers = {k.lower(): v for k, v in (app.current_event.headers or {}).items()}
+        return _not_json(headers.get("content-type", "").split(";")[0].strip().lower())
 
     @app.exception_handler(TicklockError)
     def _domain(exc: TicklockError) -> Response[str]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
@@ -72,7 +72,7 @@ class JobCreate(BaseModel):
     handler: str = Field(min_length=1, max_length=200)
     schedule: ScheduleIn
     payload: Payload = Field(default_factory=dict)
-    timeout: float = Field(60.0, gt=0, description="seconds; the deadline of the whole run, retries included")
+    timeout: StrictFloat = Field(60.0, gt=0, description="seconds; the deadline of the whole run, retries included")
     max_retries: StrictInt = Field(0, ge=0, le=25)
     enabled: bool = True
 
@@ -83,7 +83,7 @@ class JobPatch(BaseModel):
     handler: str | None = Field(None, min_length=1, max_length=200)
     schedule: ScheduleIn | None = None
     payload: Payload | None = None
-    timeout: float | None = Field(None, gt=0)
+    timeout: StrictFloat | None = Field(None, gt=0)
     max_retries: StrictInt | None = Field(None, ge=0, le=25)
     enabled: bool | None = None
 

@@ -44,6 +44,12 @@ class _Call:
         self.interrupted = False
 
 
+class _HandlerTimeout(Exception):
+    def __init__(self, original: TimeoutError) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 def describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -136,8 +142,15 @@ class Invoker:
 
     # -- async ----------------------------------------------------------------------------------------
     def _call_async(self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call) -> AttemptResult:
+        async def own() -> Any:
+            try:
+                return await handler.func(ctx)
+            except TimeoutError as exc:
+                # keep the handler's own TimeoutError apart from wait_for's deadline
+                raise _HandlerTimeout(exc) from exc
+
         async def guarded() -> Any:
-            return await asyncio.wait_for(handler.func(ctx), timeout)
+            return await asyncio.wait_for(own(), timeout)
 
         future: Future[Any] = asyncio.run_coroutine_threadsafe(guarded(), self._loop)
         future.add_done_callback(lambda _f: call.done.set())
@@ -153,6 +166,8 @@ class Invoker:
             return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
         try:
             future.result()
+        except _HandlerTimeout as exc:
+            return AttemptResult(AttemptKind.ERROR, describe(exc.original))
         except TimeoutError:
             ctx.cancelled.set()
             return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")

@@ -1,0 +1,312 @@
+"""The Invoker: real threads and a real event loop, short timeouts, no wedging."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
+from ticklock.handlers.registry import Handler, HandlerContext, HandlerFunc
+
+CtxFactory = Callable[..., HandlerContext]
+
+
+def handler(name: str, func: HandlerFunc) -> Handler:
+    return Handler(name=name, func=func, description="", origin=f"tests.{name}")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def call_in_thread(
+    invoker: Invoker, h: Handler, ctx: HandlerContext, timeout: float
+) -> tuple[threading.Thread, list[AttemptResult]]:
+    results: list[AttemptResult] = []
+    thread = threading.Thread(target=lambda: results.append(invoker.call(h, ctx, timeout)), daemon=True)
+    thread.start()
+    return thread, results
+
+
+# -- sync -------------------------------------------------------------------------------------------------
+
+
+def test_sync_success(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    seen: list[Any] = []
+
+    def ok(ctx: HandlerContext) -> str:
+        seen.append(ctx.payload["x"])
+        seen.append(threading.current_thread().name)
+        return "ignored"
+
+    ctx = ctx_factory(payload={"x": 42})
+    result = invoker.call(handler("ok", ok), ctx, 0.5)
+    assert result == AttemptResult(AttemptKind.OK)
+    assert seen[0] == 42
+    assert seen[1] != threading.current_thread().name  # ran on a thread of its own
+    assert not ctx.cancelled.is_set()
+    assert invoker.abandoned == 0
+
+
+def test_sync_exception_text(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    def bad(ctx: HandlerContext) -> None:
+        raise RuntimeError("disk on fire")
+
+    result = invoker.call(handler("bad", bad), ctx_factory(), 0.5)
+    assert result.kind is AttemptKind.ERROR
+    assert result.error == "RuntimeError: disk on fire"
+
+
+def test_sync_exception_without_text_names_the_type(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    def bad(ctx: HandlerContext) -> None:
+        raise KeyError
+
+    result = invoker.call(handler("bad", bad), ctx_factory(), 0.5)
+    assert result.kind is AttemptKind.ERROR
+    assert result.error == "KeyError"
+
+
+def test_sync_base_exception_is_an_error_not_a_crash(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    def exits(ctx: HandlerContext) -> None:
+        raise SystemExit("bye")
+
+    result = invoker.call(handler("exits", exits), ctx_factory(), 0.5)
+    assert result.kind is AttemptKind.ERROR
+    assert result.error is not None
+    assert "SystemExit" in result.error
+
+
+def test_sync_handler_ignoring_its_deadline_times_out_without_wedging(
+    invoker: Invoker, ctx_factory: CtxFactory
+) -> None:
+    release = threading.Event()
+    started = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def stubborn(ctx: HandlerContext) -> None:
+        threads.append(threading.current_thread())
+        started.set()
+        release.wait(2.0)  # ignores ctx.cancelled: up to 2 s past a 0.2 s timeout
+
+    counts: list[int] = []
+    invoker.on_abandoned = counts.append
+    ctx = ctx_factory(seconds=0.2)
+    begun = time.monotonic()
+    result = invoker.call(handler("stubborn", stubborn), ctx, 0.2)
+    elapsed = time.monotonic() - begun
+    try:
+        assert result.kind is AttemptKind.TIMEOUT
+        assert result.error is not None
+        assert "0.2" in result.error
+        assert started.is_set()
+        assert threads[0].is_alive()  # the call returned while the handler is still running
+        assert elapsed < 1.5
+        assert ctx.cancelled.is_set()
+        assert invoker.abandoned == 1
+        assert counts == [1]
+    finally:
+        release.set()
+    assert wait_until(lambda: invoker.abandoned == 0)
+    threads[0].join(2.0)
+    assert not threads[0].is_alive()
+    assert wait_until(lambda: counts == [1, 0])
+
+
+def test_sync_sleeping_handler_times_out_promptly(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    threads: list[threading.Thread] = []
+
+    def sleeper(ctx: HandlerContext) -> None:
+        threads.append(threading.current_thread())
+        time.sleep(2.0)
+
+    begun = time.monotonic()
+    result = invoker.call(handler("sleeper", sleeper), ctx_factory(seconds=0.2), 0.2)
+    assert result.kind is AttemptKind.TIMEOUT
+    assert time.monotonic() - begun < 1.5
+    assert threads[0].is_alive()
+    assert invoker.abandoned == 1
+    # the worker is free: another call completes while the sleeper still runs
+    assert invoker.call(handler("ok", lambda ctx: None), ctx_factory(), 0.5).kind is AttemptKind.OK
+    assert wait_until(lambda: invoker.abandoned == 0, timeout=5.0)
+
+
+def test_sync_cooperative_handler_sees_cancelled(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    stopped = threading.Event()
+
+    def polite(ctx: HandlerContext) -> None:
+        if ctx.cancelled.wait(3.0):
+            stopped.set()
+
+    result = invoker.call(handler("polite", polite), ctx_factory(seconds=0.2), 0.2)
+    assert result.kind is AttemptKind.TIMEOUT
+    assert stopped.wait(2.0)
+    assert wait_until(lambda: invoker.abandoned == 0)
+
+
+def test_several_abandoned_threads_are_counted(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    release = threading.Event()
+
+    def stubborn(ctx: HandlerContext) -> None:
+        release.wait(3.0)
+
+    try:
+        for _ in range(3):
+            assert invoker.call(handler("stubborn", stubborn), ctx_factory(), 0.2).kind is AttemptKind.TIMEOUT
+        assert invoker.abandoned == 3
+    finally:
+        release.set()
+    assert wait_until(lambda: invoker.abandoned == 0)
+
+
+# -- async ------------------------------------------------------------------------------------------------
+
+
+def test_async_success(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    seen: list[Any] = []
+
+    async def ok(ctx: HandlerContext) -> None:
+        await asyncio.sleep(0.01)
+        seen.append(ctx.payload["x"])
+
+    h = handler("aok", ok)
+    assert h.is_async
+    ctx = ctx_factory(payload={"x": "y"})
+    assert invoker.call(h, ctx, 0.5) == AttemptResult(AttemptKind.OK)
+    assert seen == ["y"]
+    assert not ctx.cancelled.is_set()
+
+
+def test_async_exception_text(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    async def bad(ctx: HandlerContext) -> None:
+        await asyncio.sleep(0)
+        raise ValueError("no such host")
+
+    result = invoker.call(handler("abad", bad), ctx_factory(), 0.5)
+    assert result.kind is AttemptKind.ERROR
+    assert result.error == "ValueError: no such host"
+
+
+def test_async_handler_raising_its_own_timeout_error_is_an_error(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    """A TimeoutError raised by the handler itself (say an inner asyncio.timeout) long before the
+    deadline is a handler failure with its own text - as it is for a sync handler - not the invoker's
+    TIMEOUT, which would stop retries and report a deadline that never passed."""
+
+    async def inner_timeout(ctx: HandlerContext) -> None:
+        raise TimeoutError("upstream took too long")
+
+    def sync_inner_timeout(ctx: HandlerContext) -> None:
+        raise TimeoutError("upstream took too long")
+
+    sync_result = invoker.call(handler("sync", sync_inner_timeout), ctx_factory(), 2.0)
+    assert sync_result == AttemptResult(AttemptKind.ERROR, "TimeoutError: upstream took too long")
+    ctx = ctx_factory()
+    result = invoker.call(handler("async", inner_timeout), ctx, 2.0)
+    assert result == AttemptResult(AttemptKind.ERROR, "TimeoutError: upstream took too long")
+    assert not ctx.cancelled.is_set()
+
+
+def test_async_timeout_cancels_the_coroutine(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    finally_ran = threading.Event()
+    cancelled_seen = threading.Event()
+    after_sleep = threading.Event()
+
+    async def slow(ctx: HandlerContext) -> None:
+        try:
+            await asyncio.sleep(5)
+            after_sleep.set()
+        except asyncio.CancelledError:
+            cancelled_seen.set()
+            raise
+        finally:
+            finally_ran.set()
+
+    ctx = ctx_factory(seconds=0.2)
+    begun = time.monotonic()
+    result = invoker.call(handler("aslow", slow), ctx, 0.2)
+    assert result.kind is AttemptKind.TIMEOUT
+    assert result.error is not None
+    assert "0.2" in result.error
+    assert time.monotonic() - begun < 2.0
+    assert finally_ran.wait(1.0)
+    assert cancelled_seen.is_set()
+    assert not after_sleep.is_set()
+    assert ctx.cancelled.is_set()
+    assert invoker.abandoned == 0  # async handlers are cancelled for real, never abandoned
+
+
+def test_async_timeout_does_not_block_other_async_handlers(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    async def slow(ctx: HandlerContext) -> None:
+        await asyncio.sleep(5)
+
+    async def ok(ctx: HandlerContext) -> None:
+        await asyncio.sleep(0.01)
+
+    thread, results = call_in_thread(invoker, handler("aslow", slow), ctx_factory(), 0.5)
+    assert invoker.call(handler("aok", ok), ctx_factory(), 0.3).kind is AttemptKind.OK
+    thread.join(3.0)
+    assert results and results[0].kind is AttemptKind.TIMEOUT
+
+
+# -- interrupt_all ----------------------------------------------------------------------------------------
+
+
+def test_interrupt_all_returns_interrupted_for_a_waiting_sync_call(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def busy(ctx: HandlerContext) -> None:
+        started.set()
+        release.wait(5.0)
+
+    ctx = ctx_factory(seconds=10)
+    thread, results = call_in_thread(invoker, handler("busy", busy), ctx, 10.0)
+    try:
+        assert started.wait(2.0)
+        invoker.interrupt_all()
+        thread.join(2.0)
+        assert not thread.is_alive()  # returned long before its 10 s timeout
+        assert results[0].kind is AttemptKind.INTERRUPTED
+        assert ctx.cancelled.is_set()
+    finally:
+        release.set()
+    assert wait_until(lambda: invoker.abandoned == 0)
+
+
+def test_interrupt_all_returns_interrupted_for_a_waiting_async_call(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    started = threading.Event()
+    finally_ran = threading.Event()
+
+    async def busy(ctx: HandlerContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        finally:
+            finally_ran.set()
+
+    ctx = ctx_factory(seconds=10)
+    thread, results = call_in_thread(invoker, handler("abusy", busy), ctx, 10.0)
+    assert started.wait(2.0)
+    invoker.interrupt_all()
+    thread.join(2.0)
+    assert not thread.is_alive()
+    assert results[0].kind is AttemptKind.INTERRUPTED
+    assert ctx.cancelled.is_set()
+    assert finally_ran.wait(2.0)
+
+
+def test_interrupt_all_with_nothing_in_flight_is_harmless(invoker: Invoker, ctx_factory: CtxFactory) -> None:
+    invoker.interrupt_all()
+    assert invoker.call(handler("ok", lambda ctx: None), ctx_factory(), 0.5).kind is AttemptKind.OK
+
+
+def test_handler_context_remaining_is_never_negative(ctx_factory: CtxFactory) -> None:
+    assert 0.0 < ctx_factory(seconds=5).remaining() <= 5.0
+    assert ctx_factory(seconds=-5).remaining() == 0.0

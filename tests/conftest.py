@@ -1,22 +1,48 @@
-"""Fixtures shared by every suite. The store fixture is parametrised over every adapter of the port."""
+"""Fixtures shared by every suite: the real servers, and the store fixture parametrised over every adapter
+of the Store port (SQLite; MongoDB on FerretDB; a real MongoDB too when MONGODB_URI is set)."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import servers
+from ticklock.adapters.store.mongo import MongoStore, shared_client
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.ports import Store
 
-STORES = ["sqlite"]
+STORES = ["sqlite", "mongodb"] + (["mongodb-real"] if os.environ.get("MONGODB_URI") else [])
 
 
-def _open(kind: str, tmp_path: Path, name: str = "store") -> Store:
-    if kind == "sqlite":
-        return SQLiteStore(tmp_path / f"{name}.db")
-    raise ValueError(kind)
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
+    server, url = servers.start_redis(tmp_path_factory.mktemp("redis"))
+    server.url = url  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: servers.Server) -> str:
+    return str(redis_server.url)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def ferretdb_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server, uri = servers.start_ferretdb(tmp_path_factory.mktemp("ferretdb"))
+    yield uri
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pushgateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server, url = servers.start_pushgateway(tmp_path_factory.mktemp("pushgateway"))
+    yield url
+    server.stop()
 
 
 @pytest.fixture(params=STORES)
@@ -25,22 +51,36 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store(store_kind: str, tmp_path: Path) -> Iterator[Store]:
-    opened = _open(store_kind, tmp_path)
-    yield opened
-    opened.close()
+def mongodb_uri(store_kind: str, request: pytest.FixtureRequest) -> str:
+    if store_kind == "mongodb-real":
+        return os.environ["MONGODB_URI"]
+    return str(request.getfixturevalue("ferretdb_uri"))
 
 
 @pytest.fixture
-def open_store(store_kind: str, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Open more connections to the same store (as another process would)."""
+def open_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
+    """Open connections to one fresh store; each call is another client (as another process would be)."""
     opened: list[Store] = []
+    database = f"t{uuid.uuid4().hex[:12]}"
+    uri = request.getfixturevalue("mongodb_uri") if store_kind.startswith("mongodb") else ""
 
     def again() -> Store:
-        s = _open(store_kind, tmp_path)
-        opened.append(s)
-        return s
+        store: Store
+        if store_kind == "sqlite":
+            store = SQLiteStore(tmp_path / "store.db")
+        else:
+            fresh = bool(opened)
+            store = MongoStore(uri, database=database, client=shared_client(uri, fresh=fresh), owns_client=fresh)
+        opened.append(store)
+        return store
 
     yield again
     for s in opened:
         s.close()
+    if uri:
+        shared_client(uri).drop_database(database)
+
+
+@pytest.fixture
+def store(open_store: Callable[[], Store]) -> Store:
+    return open_store()

@@ -20,11 +20,16 @@ class Clock(Protocol):
         ...
 
 
+def to_ms(moment: datetime) -> datetime:
+    """ticklock keeps time in whole milliseconds, the precision every store (BSON dates) can hold."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
 class SystemClock:
-    """The wall clock."""
+    """The wall clock, in milliseconds."""
 
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        return to_ms(datetime.now(UTC))
 
     def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
         if seconds <= 0:
@@ -51,7 +56,7 @@ class FakeClock:
 
     def now(self) -> datetime:
         with self._lock:
-            return self._now
+            return to_ms(self._now)
 
     def advance(self, seconds: float) -> None:
         with self._lock:

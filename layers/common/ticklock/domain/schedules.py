@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
+from ticklock.clock import to_ms
 from ticklock.errors import InvalidJob
 
 CRON_FIELDS = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
@@ -101,7 +102,7 @@ class OnceSchedule:
     def __post_init__(self) -> None:
         if self.at.tzinfo is None:
             raise InvalidJob("once.at must carry a timezone (use Z for UTC)", field="schedule.at")
-        object.__setattr__(self, "at", self.at.astimezone(UTC))
+        object.__setattr__(self, "at", to_ms(self.at.astimezone(UTC)))
 
     def first_after(self, now: datetime) -> datetime:
         return self.at

@@ -1,0 +1,118 @@
+"""Real servers for the tests, each started on a free loopback port by the test run itself.
+
+The binaries come from ``make services`` (Debian's redis-server and prometheus-pushgateway, FerretDB built
+from tools/ferretdb). A missing one fails the test that needs it, with the command that installs it:
+no test is skipped for want of a server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+FERRETDB = Path(os.environ.get("TICKLOCK_FERRETDB_BIN", Path.home() / ".cache/ticklock/bin/ferretdb-v1.24.2"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def binary(name: str, path: Path | None = None) -> str:
+    found = str(path) if path and path.exists() else shutil.which(name)
+    if not found:
+        raise RuntimeError(f"{name} is not installed: run `make services` (the test command does)")
+    return found
+
+
+class Server:
+    """A server process, stopped at the end of the test session."""
+
+    def __init__(self, name: str, argv: list[str], ready: Callable[[], bool], log: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.ready = ready
+        self.log_path = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}"
+                )
+            if self.ready():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not start: {self.log_path.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _port_open(port: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
+
+
+def start_redis(workdir: Path) -> tuple[Server, str]:
+    port = free_port()
+    argv = [
+        binary("redis-server"),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(workdir),
+    ]
+    return Server("redis", argv, _port_open(port), workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
+
+
+def start_ferretdb(workdir: Path) -> tuple[Server, str]:
+    port = free_port()
+    data = workdir / "ferretdb-data"
+    data.mkdir(exist_ok=True)
+    argv = [binary("ferretdb", FERRETDB), f"--listen-addr=127.0.0.1:{port}", f"--sqlite-url=file:{data}/"]
+    return Server("ferretdb", argv, _port_open(port), workdir / "ferretdb.log"), f"mongodb://127.0.0.1:{port}/"
+
+
+def start_pushgateway(workdir: Path) -> tuple[Server, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/-/ready", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    argv = [binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"]
+    return Server("pushgateway", argv, ready, workdir / "pushgateway.log"), url

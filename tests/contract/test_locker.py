@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+import redis
 
+from tests.support.servers import free_port
 from ticklock.adapters.lock.local import LocalLocker
+from ticklock.adapters.lock.redis import RedisLocker
 from ticklock.clock import FakeClock
 from ticklock.ports import Locker
 
@@ -20,11 +25,35 @@ class LockerUnderTest:
     pass_time: Callable[[float], None]
 
 
-@pytest.fixture(params=["local"])
-def subject(request: pytest.FixtureRequest) -> LockerUnderTest:
-    clock = FakeClock()
-    locker = LocalLocker(clock)
-    return LockerUnderTest(locker, locker, clock.advance)
+@pytest.fixture(params=["local", "redis"])
+def subject(request: pytest.FixtureRequest) -> Iterator[LockerUnderTest]:
+    if request.param == "local":
+        clock = FakeClock()
+        locker = LocalLocker(clock)
+        yield LockerUnderTest(locker, locker, clock.advance)
+        return
+    url = request.getfixturevalue("redis_url")
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    # two clients with their own connections, as two processes would have; Redis keeps time itself
+    clients = [redis.Redis.from_url(url), redis.Redis.from_url(url)]
+    yield LockerUnderTest(
+        RedisLocker(url, client=clients[0], prefix=prefix),
+        RedisLocker(url, client=clients[1], prefix=prefix),
+        time.sleep,
+    )
+    for client in clients:
+        client.close()
+
+
+def test_an_unreachable_backend_raises_lock_unavailable() -> None:
+    from ticklock.errors import LockUnavailable
+
+    port = free_port()  # nothing listens there
+    locker = RedisLocker(f"redis://127.0.0.1:{port}/0", client=redis.Redis(port=port, socket_connect_timeout=0.5))
+    with pytest.raises(LockUnavailable):
+        locker.acquire("job:1", 1)
+    with pytest.raises(LockUnavailable):
+        locker.release("job:1", "token")
 
 
 def test_acquire_gives_a_token_and_blocks_others(subject: LockerUnderTest) -> None:

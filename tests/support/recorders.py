@@ -21,6 +21,9 @@ class RecordingPublisher:
         with self._mutex:
             self.events.append(event)
 
+    def flush(self, timeout: float) -> None:
+        return None
+
     def types(self) -> list[str]:
         return [e.detail_type for e in self.events]
 
@@ -50,6 +53,9 @@ class RecordingMetrics:
 
 class BrokenPublisher:
     def publish(self, event: ExecutionEvent) -> None:
+        raise ConnectionError("event bus is down")
+
+    def flush(self, timeout: float) -> None:
         raise ConnectionError("event bus is down")
 
 

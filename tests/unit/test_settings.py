@@ -29,12 +29,36 @@ BAD_VALUES: dict[str, list[str]] = {
     "retention_days": ["0", "36501", "forever"],
     "max_payload_bytes": ["1", str(16 * 1024 * 1024 + 1), "64k"],
     "max_timeout": ["0.5", str(7 * 86400 + 1), "day"],
-    "events": ["kafka", ""],
+    "events": ["kafka", "", "eventbridge:", "sns:topic"],
+    "store": ["postgres://x", "sqlite://relative.db", "sqlite:///", "mongodb:/nohost"],
+    "lock": ["", "memcached://x", "redis:/x", "inprocess"],
+    "pushgateway": ["ftp://x", "localhost:9091"],
+    "push_interval": ["0", "3601", "often"],
+    "metrics_stale_after": ["5", "86401", "x"],
     "lock_failure": ["retry", ""],
     "log_level": ["verbose", "trace", ""],
     "log_format": ["xml", ""],
 }
 BAD_CASES = [(name, value) for name, values in BAD_VALUES.items() for value in values]
+
+
+def test_adapters_are_chosen_by_urls() -> None:
+    s = Settings.load(
+        environ={
+            "TICKLOCK_STORE": "mongodb://db:27017/ticklock",
+            "TICKLOCK_LOCK": "rediss://:pw@r:6380/0",
+            "TICKLOCK_EVENTS": "eventbridge:ticklock-bus",
+            "TICKLOCK_PUSHGATEWAY": "http://pg:9091",
+        }
+    )
+    assert s.store_url == "mongodb://db:27017/ticklock"
+    assert s.lock == "rediss://:pw@r:6380/0"
+    assert s.events == "eventbridge:ticklock-bus"
+    assert s.pushgateway == "http://pg:9091"
+    assert Settings.load(environ={"TICKLOCK_DB": "/var/lib/t.db"}).store_url == "sqlite:////var/lib/t.db"
+    assert (
+        Settings.load(environ={"TICKLOCK_STORE": "sqlite:///x.db", "TICKLOCK_DB": "y.db"}).store_url == "sqlite:///x.db"
+    )
 
 
 def test_defaults() -> None:

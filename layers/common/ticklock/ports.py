@@ -150,7 +150,11 @@ class Publisher(Protocol):
     """Where execution events go. May raise anything: the lifecycle logs it and carries on."""
 
     def publish(self, event: ExecutionEvent) -> None:
-        """Send one event."""
+        """Send one event, or queue it for sending; must not block for long."""
+        ...
+
+    def flush(self, timeout: float) -> None:
+        """Send what is queued, waiting at most ``timeout`` seconds (end of a Lambda invocation, shutdown)."""
         ...
 
 

@@ -64,6 +64,38 @@ def _optional_text(text: str) -> str | None:
     return text.strip() or None
 
 
+def _store(text: str) -> str:
+    value = text.strip()
+    if value and not value.startswith(("sqlite:///", "mongodb://", "mongodb+srv://")):
+        raise ValueError(f"must be sqlite:///PATH, mongodb://... or mongodb+srv://..., got {text!r}")
+    if value == "sqlite:///":
+        raise ValueError("sqlite:/// needs a path, e.g. sqlite:///var/lib/ticklock.db")
+    return value
+
+
+def _lock(text: str) -> str:
+    value = text.strip()
+    if value != "local" and not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"must be local, redis://..., rediss://... or unix://..., got {text!r}")
+    return value
+
+
+def _events(text: str) -> str:
+    value = text.strip()
+    if value.lower() in ("none", "log"):
+        return value.lower()
+    if value.startswith("eventbridge:") and len(value) > len("eventbridge:"):
+        return value
+    raise ValueError(f"must be none, log or eventbridge:<bus name or ARN>, got {text!r}")
+
+
+def _url(text: str) -> str:
+    value = text.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL, got {text!r}")
+    return value
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -86,6 +118,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("db", "ticklock.db", _text, "SQLite file of the embedded store (created if missing)"),
+    Setting("store", "", _store, "the store: empty = SQLite at TICKLOCK_DB, sqlite:///PATH, or a mongodb:// URI"),
+    Setting("lock", "local", _lock, "the lock: local (one process) or a redis:// / rediss:// URL (replicas)"),
     Setting("host", "127.0.0.1", _text, "address the API listens on; without an API token it is forced to 127.0.0.1"),
     Setting("port", "8080", _int(1, 65535), "port of the REST API and /metrics"),
     Setting("api_token", "", _optional_text, "bearer token the API requires; empty = no auth, loopback only"),
@@ -99,7 +133,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_days", "30", _float(0.001, 36_500.0), "finished executions older than this are pruned"),
     Setting("max_payload_bytes", "65536", _int(2, 16 * 1024 * 1024), "largest job payload accepted, as JSON"),
     Setting("max_timeout", "86400", _float(1.0, 7 * 86400.0), "largest job timeout accepted, in seconds"),
-    Setting("events", "none", _choice("none", "log"), "where execution events go"),
+    Setting("events", "none", _events, "where execution events go: none, log, or eventbridge:<bus>"),
+    Setting("pushgateway", "", _url, "push metrics to this Pushgateway URL (for processes nobody scrapes)"),
+    Setting("push_interval", "15", _float(1.0, 3600.0), "seconds between metric pushes"),
+    Setting(
+        "metrics_stale_after", "600", _float(10.0, 86400.0), "Pushgateway groups not pushed for this long are deleted"
+    ),
     Setting(
         "lock_failure",
         "skip",
@@ -118,6 +157,8 @@ class Settings:
     """Every setting, typed. Build it with ``Settings.load``."""
 
     db: str
+    store: str
+    lock: str
     host: str
     port: int
     api_token: str | None
@@ -132,6 +173,9 @@ class Settings:
     max_payload_bytes: int
     max_timeout: float
     events: str
+    pushgateway: str
+    push_interval: float
+    metrics_stale_after: float
     lock_failure: str
     handler_modules: tuple[str, ...]
     log_level: str
@@ -154,6 +198,11 @@ class Settings:
             except ValueError as exc:
                 raise ConfigError(f"{source}: {exc}") from None
         return cls(**values)
+
+    @property
+    def store_url(self) -> str:
+        """The store as a URL: TICKLOCK_STORE, or the SQLite file TICKLOCK_DB names."""
+        return self.store or f"sqlite:///{self.db}"
 
     @property
     def effective_queue_size(self) -> int:

@@ -17,11 +17,8 @@ from typing import Any
 
 import uvicorn
 
-from ticklock.adapters.events.basic import LogPublisher, NoPublisher
-from ticklock.adapters.lock.local import LocalLocker
-from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics, delete_stale_groups
 from ticklock.adapters.queue.local import WorkerPool
-from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.api.app import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
@@ -30,7 +27,7 @@ from ticklock.domain.invoke import Invoker
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
 from ticklock.handlers.registry import Registry, register_all
-from ticklock.ports import Publisher
+from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store
 from ticklock.settings import Settings
 
 log = logging.getLogger("ticklock.service")
@@ -49,15 +46,15 @@ class LocalService:
         s = self.settings
         self.registry = self.registry or register_all(Registry(), modules=s.handler_modules)
         self.owner = s.effective_owner
-        self.store = SQLiteStore(s.db)
-        self.metrics = PrometheusMetrics()
-        publisher: Publisher = LogPublisher() if s.events == "log" else NoPublisher()
+        self.store = build_store(s)
+        self.metrics = build_metrics(s, self.owner)
+        self.publisher = build_publisher(s, self.metrics)
         self.invoker = Invoker()
         self.invoker.on_abandoned = self.metrics.abandoned.set
         self.runner = TaskRunner(
             store=self.store,
-            locker=LocalLocker(self.clock),
-            publisher=publisher,
+            locker=build_locker(s, self.clock),
+            publisher=self.publisher,
             metrics=self.metrics,
             registry=self.registry,
             clock=self.clock,
@@ -94,7 +91,10 @@ class LocalService:
 
     def start(self) -> None:
         """Start dispatching and housekeeping in background threads."""
-        for name, target in (("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)):
+        loops = [("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)]
+        if isinstance(self.metrics, PushgatewayMetrics):
+            loops.append(("ticklock-metrics-push", self._push_metrics))
+        for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -122,6 +122,9 @@ class LocalService:
             self.invoker.interrupt_all()
             self.pool.stop(10.0)
         self.invoker.close()
+        self.publisher.flush(5.0)
+        # the last counts reach the Pushgateway; the group is left for scrapers and deleted once stale
+        self.metrics.flush()
         self.store.close()
         log.info("shutdown.done")
 
@@ -152,7 +155,9 @@ class LocalService:
             "service.started",
             extra={
                 "url": f"http://{host}:{s.port}",
-                "db": s.db,
+                "store": s.store_url.split("@")[-1],
+                "lock": s.lock.split("@")[-1],
+                "events": s.events,
                 "owner": self.owner,
                 "workers": s.workers,
                 "handlers": self.registry.names() if self.registry else [],
@@ -178,6 +183,12 @@ class LocalService:
                     log.info("executions.pruned", extra={"deleted": gone})
             except Exception as exc:  # noqa: BLE001 - pruning fails soft
                 log.warning("executions.prune_failed", extra={"error": str(exc)})
+            if s.pushgateway:
+                delete_stale_groups(s.pushgateway, stale_after=s.metrics_stale_after)
+
+    def _push_metrics(self) -> None:
+        while not self.clock.sleep(self.settings.push_interval, self._stop):
+            self.metrics.flush()
 
 
 class _Server(uvicorn.Server):

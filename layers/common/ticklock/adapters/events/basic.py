@@ -15,9 +15,15 @@ class NoPublisher:
     def publish(self, event: ExecutionEvent) -> None:
         return None
 
+    def flush(self, timeout: float) -> None:
+        return None
+
 
 class LogPublisher:
     """Writes each event as a log line named by its detail-type."""
 
     def publish(self, event: ExecutionEvent) -> None:
         _log.info(event.detail_type, extra=event.detail())
+
+    def flush(self, timeout: float) -> None:
+        return None

@@ -43,6 +43,9 @@ class PrometheusMetrics:
             "ticklock_handler_threads_abandoned", "Sync handler threads still running past their deadline", registry=r
         )
         self.queue_depth = Gauge("ticklock_queue_depth", "Fires waiting for a worker", registry=r)
+        self.events_dropped = Counter(
+            "ticklock_events_dropped", "Execution events that could not be published", registry=r
+        )
 
     def fire_started(self, handler: str, lag: float) -> None:
         self.lag.labels(handler).observe(max(lag, 0.0))

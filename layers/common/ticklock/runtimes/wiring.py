@@ -1,0 +1,49 @@
+"""Adapters chosen by configuration alone, shared by every composition root (local service, Lambda)."""
+
+from __future__ import annotations
+
+from ticklock.adapters.events.basic import LogPublisher, NoPublisher
+from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+from ticklock.clock import Clock
+from ticklock.ports import Locker, Publisher, Store
+from ticklock.settings import Settings
+
+
+def build_store(settings: Settings) -> Store:
+    """The store TICKLOCK_STORE (or TICKLOCK_DB) names. Raises ``StoreUnavailable`` if it cannot be opened."""
+    url = settings.store_url
+    if url.startswith("sqlite:///"):
+        from ticklock.adapters.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url.removeprefix("sqlite:///"))
+    from ticklock.adapters.store.mongo import MongoStore
+
+    return MongoStore(url)
+
+
+def build_locker(settings: Settings, clock: Clock) -> Locker:
+    if settings.lock == "local":
+        from ticklock.adapters.lock.local import LocalLocker
+
+        return LocalLocker(clock)
+    from ticklock.adapters.lock.redis import RedisLocker
+
+    return RedisLocker(settings.lock)
+
+
+def build_metrics(settings: Settings, owner: str) -> PrometheusMetrics:
+    if settings.pushgateway:
+        from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics
+
+        return PushgatewayMetrics(settings.pushgateway, owner)
+    return PrometheusMetrics()
+
+
+def build_publisher(settings: Settings, metrics: PrometheusMetrics) -> Publisher:
+    if settings.events == "log":
+        return LogPublisher()
+    if settings.events.startswith("eventbridge:"):
+        from ticklock.adapters.events.eventbridge import EventBridgePublisher
+
+        return EventBridgePublisher(settings.events.removeprefix("eventbridge:"), on_drop=metrics.events_dropped.inc)
+    return NoPublisher()

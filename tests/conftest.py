@@ -84,3 +84,22 @@ def open_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) 
 @pytest.fixture
 def store(open_store: Callable[[], Store]) -> Store:
     return open_store()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto in server mode (EventBridge, SQS), on a loopback port, with fake credentials for boto3."""
+    from moto.server import ThreadedMotoServer
+
+    port = servers.free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -1,0 +1,447 @@
+"""Fire throughput, dispatch lag, lost fires, CPU and memory of ``ticklock serve`` on the SQLite store.
+
+Usage::
+
+    .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d]
+
+For each scenario it pre-fills a fresh temporary SQLite file with ``SQLiteStore.add_jobs`` (handler
+``noop``), starts the real service as a subprocess (``ticklock serve --db ... --port ... --log-level
+warning``) on a loopback port, samples the process's RSS every 0.5 s and its CPU time at the edges of
+the measurement window, stops it with SIGTERM, and then reads the ``executions`` table directly.
+
+* **lag** = started_at - scheduled_at, over the fires scheduled inside the window (a warm-up after the
+  first fire is skipped).
+* **fires/s** = executions that started inside the window / window seconds.
+* **fires lost** = fires expected inside the window minus the executions found for them. Expected fires
+  come from each job's own rule. Cron: every second of the window. Interval: ticklock measures an
+  interval from the end of the previous run (``max(end, scheduled) + interval``), so each job's chain is
+  followed; a fire counts as lost when its job's chain skipped a whole interval, or when it was due
+  inside the window and had not started when the service was stopped (a few seconds after the window).
+  The nominal count (first fire + k x interval, as if intervals did not stretch) is printed beside it.
+* **duplicates** = executions beyond the first for one (job id, scheduled time), over the whole run.
+
+Scenarios: (a) 1,000 jobs every 1 s and (b) 10,000 every 10 s, first fires spread uniformly over one
+interval, 100,000 jobs stored in all (the rest every 86,400 s, first due in 1 to 24 hours); (c) a burst
+of 1,000 cron ``* * * * * *`` jobs on the same second boundary; (d) idle, 100,000 stored, none due.
+``--quick`` stores 20,000 and measures 6-10 s windows. ``--with-apscheduler`` adds the rows of
+``bench/apscheduler_baseline.py`` (scenarios a and b on APScheduler 3.11) to the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from _stats import (
+    ResourceSampler,
+    Row,
+    Scenario,
+    fmt_seconds,
+    lag_summary,
+    markdown_table,
+    percentile,
+    scenarios,
+    sleep_until,
+)
+
+from ticklock.adapters.store.sqlite import SQLiteStore
+from ticklock.domain.jobs import Job
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, Schedule
+
+SYSTEM = "ticklock serve (SQLite)"
+STARTUP_ALLOWANCE = 3.0  # s from starting the process to the first fire
+DRAIN = 3.0  # s the service keeps running after the window, so fires due at its end can start
+READY_TIMEOUT = 60.0  # s to wait for /health
+STOP_TIMEOUT = 60.0  # s to wait for a clean exit after SIGTERM
+SEED_CHUNK = 20_000
+US = 1_000_000
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """What the seeding put in the store: the due jobs' first fire times (µs) by job id."""
+
+    first_fire: dict[str, int]
+    first_fire_at: float  # epoch seconds of the earliest first fire
+
+
+@dataclass(frozen=True)
+class RunResult:
+    window: tuple[int, int]  # µs, [start, end)
+    cpu_s: float
+    peak_rss_mb: float
+    startup_s: float
+    exit_code: int | None
+    log_lines: list[str]
+
+
+# -- seeding ----------------------------------------------------------------------------------------
+def _job(name: str, schedule: Schedule, next_run_at: datetime, now: datetime) -> Job:
+    """A job as ``JobService.create`` builds one (default timeout and retries), with a chosen first fire."""
+    return Job(
+        id=uuid.uuid4().hex,
+        name=name,
+        handler="noop",
+        schedule=schedule,
+        payload={},
+        timeout=60.0,
+        max_retries=0,
+        enabled=True,
+        next_run_at=next_run_at,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def seed_idle(store: SQLiteStore, count: int) -> None:
+    """Jobs that are not due during the run: every 86,400 s, first fire spread over 1 to 24 hours."""
+    now = datetime.now(UTC)
+    schedule = IntervalSchedule(86_400)
+    span = 23 * 3600.0
+    for start in range(0, count, SEED_CHUNK):
+        chunk = range(start, min(count, start + SEED_CHUNK))
+        store.add_jobs(
+            [
+                _job(f"idle-{i}", schedule, now + timedelta(hours=1, seconds=span * i / max(1, count)), now)
+                for i in chunk
+            ]
+        )
+
+
+def seed_due(store: SQLiteStore, sc: Scenario) -> Seeded:
+    """The jobs that fire during the run, their first fire a few seconds from now."""
+    now = datetime.now(UTC)
+    base = time.time() + STARTUP_ALLOWANCE
+    jobs: list[Job] = []
+    if sc.kind == "cron":
+        boundary = float(math.ceil(base))  # every job on the same whole second
+        schedule: Schedule = CronSchedule("* * * * * *")
+        at = datetime.fromtimestamp(boundary, UTC)
+        jobs = [_job(f"due-{i}", schedule, at, now) for i in range(sc.due)]
+        first_at = boundary
+    else:
+        schedule = IntervalSchedule(sc.interval)
+        step = sc.interval / max(1, sc.due)  # spread uniformly over one interval
+        jobs = [_job(f"due-{i}", schedule, datetime.fromtimestamp(base + i * step, UTC), now) for i in range(sc.due)]
+        first_at = base
+    for start in range(0, len(jobs), SEED_CHUNK):
+        store.add_jobs(jobs[start : start + SEED_CHUNK])
+    first = {job.id: _us(job.next_run_at) for job in jobs if job.next_run_at is not None}
+    return Seeded(first, first_at)
+
+
+def _us(moment: datetime) -> int:
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * US + delta.microseconds
+
+
+# -- running the service ----------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ticklock_command() -> str:
+    beside = Path(sys.executable).parent / "ticklock"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ticklock")
+    if found is None:
+        raise SystemExit("bench: cannot find the `ticklock` command (install the package in this environment)")
+    return found
+
+
+def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> float:
+    """Poll /health until it answers 200; returns the seconds it took. Bounded by READY_TIMEOUT."""
+    started = time.monotonic()
+    url = f"http://127.0.0.1:{port}/health"
+    for _ in range(int(READY_TIMEOUT / 0.1)):
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise SystemExit(f"bench: ticklock serve exited with {proc.returncode} before it was ready:\n{tail}")
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() - started > READY_TIMEOUT:
+            break
+        time.sleep(0.1)
+    raise SystemExit(f"bench: ticklock serve did not answer {url} within {READY_TIMEOUT:.0f} s")
+
+
+def run_service(db: Path, workdir: Path, window: tuple[float, float], command: str, serve_args: list[str]) -> RunResult:
+    """Start ``ticklock serve`` on ``db``, measure it over ``window`` (epoch seconds), then stop it."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKLOCK_")}
+    env["TICKLOCK_RETENTION_PER_JOB"] = "10000000"  # nothing is pruned during the run
+    log_path = workdir / "serve.log"
+    argv = [command, "serve", "--db", str(db), "--port", str(port), "--log-level", "warning", *serve_args]
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        sampler = ResourceSampler(proc.pid).start()
+        try:
+            startup = wait_ready(proc, port, log_path)
+            sleep_until(window[0])
+            cpu_start = sampler.cpu_seconds()
+            sleep_until(window[1])
+            cpu_end = sampler.cpu_seconds()
+            sleep_until(window[1] + DRAIN)
+            sampler.stop()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code: int | None = proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+                code = None
+        finally:
+            sampler.stop()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    lines = log_path.read_text(errors="replace").splitlines()
+    return RunResult(
+        window=(int(window[0] * US), int(window[1] * US)),
+        cpu_s=cpu_end - cpu_start,
+        peak_rss_mb=sampler.peak_rss_mb,
+        startup_s=startup,
+        exit_code=code,
+        log_lines=lines,
+    )
+
+
+# -- reading the results ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Exec:
+    job_id: str
+    scheduled: int  # µs
+    started: int
+    finished: int | None
+    status: str
+
+
+def read_executions(db: Path) -> list[Exec]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT job_id, scheduled_at, started_at, finished_at, status FROM executions").fetchall()
+    finally:
+        conn.close()
+    return [Exec(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+
+def interval_chain(first: int, interval: int, execs: list[Exec], w0: int, w1: int) -> tuple[int, int, list[int]]:
+    """(expected, lost, slips) of one interval job over [w0, w1), in µs.
+
+    The job's rule: its next fire is ``max(end of run, scheduled) + interval``. A gap of a whole interval
+    or more between the fire the rule asked for and the next one found counts those fires as lost, and so
+    do the fires the rule asked for after the last one found, up to the end of the window.
+    """
+    step = interval * US
+    bound = (w1 - first) // step + 2  # no chain can hold more fires than this
+    expected = lost = 0
+    slips: list[int] = []
+    due = first
+    previous: int | None = None
+    for e in sorted(execs, key=lambda x: x.scheduled)[: int(max(0, bound)) * 2]:
+        skipped = max(0, (e.scheduled - due) // step)
+        for k in range(min(skipped, bound)):
+            if w0 <= due + k * step < w1:
+                expected += 1
+                lost += 1
+        if w0 <= e.scheduled < w1:
+            expected += 1
+            if previous is not None:
+                slips.append(e.scheduled - previous - step)
+        previous = e.scheduled
+        due = max(e.finished if e.finished is not None else e.started, e.scheduled) + step
+    for _ in range(max(0, bound)):
+        if due >= w1:
+            break
+        if due >= w0:
+            expected += 1
+            lost += 1
+        due += step
+    return expected, lost, slips
+
+
+def nominal_count(first: int, interval: int, w0: int, w1: int) -> int:
+    """Fires at ``first + k * interval`` (k >= 0) inside [w0, w1)."""
+    step = interval * US
+    lo = max(0, -(-(w0 - first) // step))
+    hi = -(-(w1 - first) // step) - 1
+    return max(0, hi - lo + 1)
+
+
+def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> Row:
+    w0, w1 = run.window
+    seconds = (w1 - w0) / US
+    per_fire = collections.Counter((e.job_id, e.scheduled) for e in execs)
+    duplicates = sum(n - 1 for n in per_fire.values() if n > 1)
+    in_window = [e for e in execs if w0 <= e.scheduled < w1]
+    lags = [(e.started - e.scheduled) / US for e in in_window]
+    started_in_window = sum(1 for e in execs if w0 <= e.started < w1)
+    p50, p99, worst = lag_summary(lags)
+    details: list[str] = []
+    row = Row(
+        system=SYSTEM,
+        scenario=f"({sc.key}) {sc.title}",
+        stored=sc.stored,
+        nominal_rate=sc.nominal_rate,
+        fires_per_s=started_in_window / seconds,
+        lag_p50=p50,
+        lag_p99=p99,
+        lag_max=worst,
+        duplicates=duplicates,
+        cpu_s=run.cpu_s,
+        cpu_pct=100.0 * run.cpu_s / seconds,
+        peak_rss_mb=run.peak_rss_mb,
+        idle=sc.kind == "idle",
+        details=details,
+    )
+    by_job: dict[str, list[Exec]] = collections.defaultdict(list)
+    for e in execs:
+        by_job[e.job_id].append(e)
+    if sc.kind == "interval":
+        expected = lost = nominal = 0
+        slips: list[int] = []
+        for job_id, first in seeded.first_fire.items():
+            e_, l_, s_ = interval_chain(first, sc.interval, by_job.get(job_id, []), w0, w1)
+            expected, lost, nominal = expected + e_, lost + l_, nominal + nominal_count(first, sc.interval, w0, w1)
+            slips += s_
+        row.lost = lost
+        found = expected - lost
+        slip_s = [s / US for s in slips]
+        details.append(
+            f"expected {expected:,} fires in the {seconds:.0f} s window by the interval rule, found {found:,}; "
+            f"nominal (first fire + k x interval) {nominal:,}; each interval stretched by "
+            f"p50 {fmt_seconds(percentile(slip_s, 50))} / p99 {fmt_seconds(percentile(slip_s, 99))} / "
+            f"max {fmt_seconds(max(slip_s, default=None))} (lag + run + advance)"
+        )
+    elif sc.kind == "cron":
+        first_second = -(-w0 // US)
+        seconds_in = list(range(first_second, -(-w1 // US)))
+        lost = 0
+        for job_id in seeded.first_fire:
+            have = {e.scheduled // US for e in by_job.get(job_id, []) if e.scheduled % US == 0}
+            lost += sum(1 for s in seconds_in if s not in have)
+        row.lost = lost
+        jobs = len(seeded.first_fire)
+        expected = len(seconds_in) * jobs
+        details.append(f"expected {expected:,} fires ({len(seconds_in)} whole seconds x {jobs:,} jobs)")
+    else:
+        row.lost = None
+        row.lag_p50 = row.lag_p99 = row.lag_max = None
+        details.append(f"{len(execs)} executions during the run (expected 0)")
+    if sc.kind != "idle":
+        ran = [(e.started - e.scheduled) / US for e in execs if w0 <= e.started < w1]
+        r50, r99, rmax = lag_summary(ran)
+        details.append(
+            f"lag of the {len(ran):,} fires that started in the window, whenever scheduled: "
+            f"p50 {fmt_seconds(r50)} / p99 {fmt_seconds(r99)} / max {fmt_seconds(rmax)}"
+        )
+    statuses = collections.Counter(e.status for e in in_window)
+    not_ok = {k: v for k, v in statuses.items() if k != "success"}
+    if not_ok:
+        details.append(f"non-success executions in the window: {dict(not_ok)}")
+    events = collections.Counter(_event(line) for line in run.log_lines)
+    if events:
+        top = ", ".join(f"{name} x{count}" for name, count in events.most_common(4))
+        details.append(f"{sum(events.values())} log lines at warning or above ({top})")
+    if run.exit_code != 0:
+        details.append(f"service exit code {run.exit_code} after SIGTERM")
+    details.append(f"ready in {run.startup_s:.1f} s")
+    return row
+
+
+def _event(line: str) -> str:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return "(not JSON) " + line[:60]
+    return f"{entry.get('level', '?')}:{entry.get('event', '?')}" if isinstance(entry, dict) else line[:60]
+
+
+# -- one scenario -------------------------------------------------------------------------------------
+def run_scenario(sc: Scenario, command: str, serve_args: list[str], system: str = SYSTEM) -> Row:
+    with tempfile.TemporaryDirectory(prefix="ticklock-bench-") as tmp:
+        workdir = Path(tmp)
+        db = workdir / "bench.db"
+        store = SQLiteStore(db)
+        try:
+            seed_idle(store, sc.stored - sc.due)
+            seeded = seed_due(store, sc)
+        finally:
+            store.close()
+        # The window opens a warm-up after the first fire (idle: after the start-up allowance).
+        start = (time.time() + STARTUP_ALLOWANCE if sc.kind == "idle" else seeded.first_fire_at) + sc.warmup
+        if sc.kind == "cron":
+            start = float(math.ceil(start))
+        run = run_service(db, workdir, (start, start + sc.window), command, serve_args)
+        execs = read_executions(db)
+    row = analyse(sc, seeded, execs, run)
+    row.system = system
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored (~90 s)")
+    parser.add_argument("--with-apscheduler", action="store_true", help="add APScheduler 3.11 rows (a, b)")
+    parser.add_argument("--only", default="a,b,c,d", help="comma-separated scenario keys (default a,b,c,d)")
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for `ticklock serve` (repeat; for experiments, e.g. --serve-arg=--workers=60)",
+    )
+    parser.add_argument(
+        "--command", default=None, help="the ticklock executable to benchmark (default: the one beside this Python)"
+    )
+    args = parser.parse_args(argv)
+    command = args.command or ticklock_command()
+    system = " ".join([SYSTEM, *([f"[{args.command}]"] if args.command else []), *args.serve_arg])
+    table = scenarios(args.quick)
+    keys = [k.strip() for k in args.only.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in table]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(table)}")
+    rows: list[Row] = []
+    began = time.monotonic()
+    for key in keys:
+        sc = table[key]
+        print(f"bench: ({key}) {sc.title}, {sc.stored:,} stored, {sc.window:.0f} s window ...", file=sys.stderr)
+        rows.append(run_scenario(sc, command, args.serve_arg, system))
+    if args.with_apscheduler:
+        from apscheduler_baseline import baseline_rows
+
+        rows += baseline_rows(args.quick, [k for k in keys if k in ("a", "b")])
+    print(f"bench: done in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    mode = "quick" if args.quick else "full"
+    print(f"### Fires ({mode} run, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n")
+    print(markdown_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from ticklock.adapters.queue.local import WorkerPool
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
 from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.jobs import Fire
+from ticklock.domain.jobs import Fire, Job
 
 
 class Collector:
@@ -160,3 +161,30 @@ def test_the_loop_keeps_ticking_through_an_outage(tmp_path: Path) -> None:
     assert any(failed for _, failed in metrics.ticks)
     pool.stop(5)
     store.close()
+
+
+def test_the_loop_drains_full_batches_within_one_tick(tmp_path: Path) -> None:
+    claims: list[datetime] = []
+
+    class Recording(SQLiteStore):
+        def claim_due(self, *, now: datetime, **kw: Any) -> list[Job]:
+            claims.append(now)
+            return super().claim_due(now=now, **kw)
+
+    store = Recording(tmp_path / "drain.db")
+    clock = FakeClock()
+    store.add_jobs([make_job(next_run_at=clock.now() - timedelta(milliseconds=i)) for i in range(250)])
+    collected = Collector()
+    pool = WorkerPool(collected, workers=4)
+    dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=100)
+    stop = threading.Event()
+    loop = threading.Thread(target=dispatcher.run, args=(stop,))
+    loop.start()
+    while len(collected.fires) < 250 and loop.is_alive():
+        loop.join(0.01)
+    stop.set()
+    loop.join(5)
+    pool.stop(5)
+    store.close()
+    assert len({f.job.id for f in collected.fires}) == 250
+    assert claims[0] == claims[1] == claims[2]  # three batches without waiting for the next second

@@ -111,13 +111,15 @@ class Dispatcher:
             "dispatcher.started",
             extra={"owner": self.owner, "batch_size": self.batch_size, "lookahead": self.lookahead.total_seconds()},
         )
+        more = False
         while not stop.is_set():
             try:
                 now = self.clock.now()
-                more = False
-                if now >= next_tick:
+                if now >= next_tick or more:
+                    # a full batch means more may be due: claim again at once, not at the next second
                     _, more = self.claim(now)
-                    next_tick = _next_second(now)
+                    if now >= next_tick:
+                        next_tick = _next_second(now)
                 self.release_due(self.clock.now(), stop)
                 if more:
                     continue
@@ -126,6 +128,7 @@ class Dispatcher:
                 self.clock.sleep(max(0.0, (wake - now).total_seconds()), stop)
             except Exception:
                 log.exception("dispatcher.error")
+                more = False
                 self.clock.sleep(1.0, stop)
         log.info("dispatcher.stopped", extra={"owner": self.owner})
 

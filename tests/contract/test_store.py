@@ -320,3 +320,27 @@ def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:
 
 def test_ping_answers(store: Store) -> None:
     store.ping()
+
+
+def test_complete_finishes_and_advances_together(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    fire = Fire.of(job)
+    execution = store.start_execution(make_execution(fire)).execution
+    done = execution.with_changes(status=ExecutionStatus.SUCCESS, attempts=1, finished_at=T0, duration=0.1)
+    assert store.complete(done, fire, next_run_at=T0 + timedelta(seconds=60), now=T0) == (True, True)
+    assert store.get_execution(execution.id).status is ExecutionStatus.SUCCESS
+    assert store.get_job(job.id).next_run_at == T0 + timedelta(seconds=60)
+
+
+def test_complete_does_not_advance_when_the_finish_was_taken_over(store: Store) -> None:
+    store.add_job(make_job())
+    [job] = claim(store)
+    fire = Fire.of(job)
+    execution = store.start_execution(make_execution(fire)).execution
+    store.take_over_execution(execution.with_changes(run_token="theirs", resumes=1), previous_token=execution.run_token)
+    done = execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=T0)
+    assert store.complete(done, fire, next_run_at=T0 + timedelta(seconds=60), now=T0) == (False, False)
+    stored = store.get_job(job.id)
+    assert stored.next_run_at == T0
+    assert stored.lease == job.lease

@@ -109,6 +109,13 @@ class Store(Protocol):
         """
         ...
 
+    def complete(
+        self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
+    ) -> tuple[bool, bool]:
+        """``finish_execution`` then, only if it applied, ``advance``: the hot path's two writes in one step
+        where the backend allows (one SQLite transaction). Returns (finished, advanced)."""
+        ...
+
     def get_execution(self, execution_id: str) -> Execution:
         """The execution with that id. Raises ``JobNotFound`` naming the execution id."""
         ...

@@ -20,7 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.clock import Clock
@@ -273,9 +273,18 @@ class TaskRunner:
             finished_at=now,
             duration=(now - execution.started_at).total_seconds(),
         )
-        if not self.store.finish_execution(done):
+        if done.status is ExecutionStatus.INTERRUPTED:
+            finished = self.store.finish_execution(done)
+            if finished:
+                self.store.release(fire.job.id, fire.lease_token)
+            advanced = True
+        else:
+            finished, advanced = self.store.complete(done, fire, next_run_at=self._next_run(fire, now), now=now)
+        if not finished:
             log.warning("execution.finish_lost", extra=fields)
             return done
+        if not advanced:
+            log.warning("fire.advance_lost", extra=fields)
         level = logging.INFO if done.status is ExecutionStatus.SUCCESS else logging.WARNING
         log.log(
             level,
@@ -298,19 +307,17 @@ class TaskRunner:
             outcome.attempts,
         )
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
-        if done.status is ExecutionStatus.INTERRUPTED:
-            self.store.release(fire.job.id, fire.lease_token)
-        else:
-            self._advance(fire)
         return done
+
+    @staticmethod
+    def _next_run(fire: Fire, now: datetime) -> datetime | None:
+        if fire.trigger is Trigger.MANUAL:
+            return fire.job.next_run_at
+        return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
 
     def _advance(self, fire: Fire) -> None:
         now = self.clock.now()
-        if fire.trigger is Trigger.MANUAL:
-            next_run = fire.job.next_run_at
-        else:
-            next_run = next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
-        if not self.store.advance(fire, next_run_at=next_run, now=now):
+        if not self.store.advance(fire, next_run_at=self._next_run(fire, now), now=now):
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
 
     def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:

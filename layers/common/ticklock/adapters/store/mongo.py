@@ -365,6 +365,14 @@ class MongoStore:
         )
         return result.modified_count == 1
 
+    def complete(
+        self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
+    ) -> tuple[bool, bool]:
+        # two documents in two collections: two commands (no multi-document transaction on FerretDB)
+        if not self.finish_execution(execution):
+            return False, False
+        return True, self.advance(fire, next_run_at=next_run_at, now=now)
+
     def get_execution(self, execution_id: str) -> Execution:
         doc = self._call(lambda: self.executions.find_one({"_id": execution_id}))
         if doc is None:

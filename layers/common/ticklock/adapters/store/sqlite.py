@@ -284,23 +284,7 @@ class SQLiteStore:
 
     def advance(self, fire: Fire, *, next_run_at: datetime | None, now: datetime) -> bool:
         with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (fire.job.id, fire.lease_token)
-            ).fetchone()
-            if row is None:
-                return False
-            job = _job(row).with_changes(lease=None)
-            if fire.trigger is Trigger.MANUAL:
-                if job.trigger_at == fire.scheduled_at:
-                    job = job.with_changes(trigger_at=None)
-            elif job.version == fire.job.version:
-                job = job.with_changes(next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
-            conn.execute(
-                "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, due_at=?, lease_token=NULL, "
-                "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",
-                (us(job.next_run_at), int(job.enabled), us(job.trigger_at), us(job.due_at(now)), job.id),
-            )
-        return True
+            return _advance(conn, fire, next_run_at, now)
 
     # -- executions -------------------------------------------------------------------------------
     def start_execution(self, execution: Execution) -> Started:
@@ -337,20 +321,15 @@ class SQLiteStore:
 
     def finish_execution(self, execution: Execution) -> bool:
         with self._tx() as conn:
-            changed = conn.execute(
-                "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
-                "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')",
-                (
-                    execution.status.value,
-                    execution.attempts,
-                    us(execution.finished_at),
-                    execution.duration,
-                    execution.error,
-                    execution.id,
-                    execution.run_token,
-                ),
-            ).rowcount
-        return bool(changed)
+            return _finish(conn, execution)
+
+    def complete(
+        self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
+    ) -> tuple[bool, bool]:
+        with self._tx() as conn:
+            if not _finish(conn, execution):
+                return False, False
+            return True, _advance(conn, fire, next_run_at, now)
 
     def get_execution(self, execution_id: str) -> Execution:
         row = self._read(
@@ -401,6 +380,43 @@ class SQLiteStore:
     def close(self) -> None:
         with self._mutex:
             self._conn.close()
+
+
+def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:
+    changed = conn.execute(
+        "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
+        "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')",
+        (
+            execution.status.value,
+            execution.attempts,
+            us(execution.finished_at),
+            execution.duration,
+            execution.error,
+            execution.id,
+            execution.run_token,
+        ),
+    ).rowcount
+    return bool(changed)
+
+
+def _advance(conn: sqlite3.Connection, fire: Fire, next_run_at: datetime | None, now: datetime) -> bool:
+    row = conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (fire.job.id, fire.lease_token)
+    ).fetchone()
+    if row is None:
+        return False
+    job = _job(row).with_changes(lease=None)
+    if fire.trigger is Trigger.MANUAL:
+        if job.trigger_at == fire.scheduled_at:
+            job = job.with_changes(trigger_at=None)
+    elif job.version == fire.job.version:
+        job = job.with_changes(next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+    conn.execute(
+        "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, due_at=?, lease_token=NULL, "
+        "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",
+        (us(job.next_run_at), int(job.enabled), us(job.trigger_at), us(job.due_at(now)), job.id),
+    )
+    return True
 
 
 def us_delta(delta: timedelta) -> int:

@@ -1,12 +1,13 @@
 # The two commands a new user needs:
 #   make serve   set up a virtual environment and run `ticklock serve` on the embedded SQLite store
-#   make test    set up the same environment and run the whole suite: ruff, mypy, pytest
+#   make test    set up the same environment, install the test servers (Redis, FerretDB, Pushgateway),
+#                and run the whole suite: ruff, mypy, pytest (the tests start and stop the servers)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck unit bench clean
+.PHONY: serve test services lint typecheck bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +24,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+services:
+	scripts/services.sh
+
+test: services lint typecheck
 	$(BIN)/pytest
 
 bench: $(STAMP)

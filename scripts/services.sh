@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the servers the test suite starts for itself (it starts and stops them; nothing runs here):
+#   redis-server and prometheus-pushgateway from Debian's packages, FerretDB built from tools/ferretdb.
+# Idempotent and quick when everything is already there. FerretDB's binary is cached outside the
+# checkout, so a fresh clone on the same machine reuses it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FERRETDB_BIN="${TICKLOCK_FERRETDB_BIN:-$HOME/.cache/ticklock/bin/ferretdb-v1.24.2}"
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "services: need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2
+    exit 1
+  fi
+  echo "services: installing ${missing[*]} from Debian"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$FERRETDB_BIN" ]; then
+  command -v go >/dev/null || { echo "services: Go is needed to build FerretDB" >&2; exit 1; }
+  echo "services: building FerretDB v1.24.2 into $FERRETDB_BIN (once per machine)"
+  mkdir -p "$(dirname "$FERRETDB_BIN")"
+  # -checklinkname=0: a dependency uses a //go:linkname the newer Go linker refuses by default
+  (cd tools/ferretdb && go build -trimpath -ldflags=-checklinkname=0 -o "$FERRETDB_BIN.tmp" . && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN")
+fi
+echo "services: redis-server, prometheus-pushgateway and ferretdb are ready"

@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,10 @@ def binary(name: str, path: Path | None = None) -> str:
 class Server:
     """A server process, stopped at the end of the test session."""
 
-    def __init__(self, name: str, argv: list[str], ready: Callable[[], bool], log: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], ready: Callable[[], bool], log: Path, cleanup: Path | None = None
+    ) -> None:
+        self.cleanup = cleanup
         self.name = name
         self.argv = argv
         self.ready = ready
@@ -67,6 +71,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.cleanup is not None:
+            shutil.rmtree(self.cleanup, ignore_errors=True)
 
 
 def _port_open(port: int) -> Callable[[], bool]:
@@ -96,12 +102,67 @@ def start_redis(workdir: Path) -> tuple[Server, str]:
     return Server("redis", argv, _port_open(port), workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
 
 
-def start_ferretdb(workdir: Path) -> tuple[Server, str]:
+def start_ferretdb(workdir: Path, *, postgresql_url: str | None = None) -> tuple[Server, str]:
+    """FerretDB on its SQLite backend, or on PostgreSQL when ``postgresql_url`` is given."""
     port = free_port()
-    data = workdir / "ferretdb-data"
-    data.mkdir(exist_ok=True)
-    argv = [binary("ferretdb", FERRETDB), f"--listen-addr=127.0.0.1:{port}", f"--sqlite-url=file:{data}/"]
+    if postgresql_url:
+        backend = f"--postgresql-url={postgresql_url}"
+    else:
+        data = workdir / "ferretdb-data"
+        data.mkdir(exist_ok=True)
+        backend = f"--sqlite-url=file:{data}/"
+    argv = [binary("ferretdb", FERRETDB), f"--listen-addr=127.0.0.1:{port}", backend]
     return Server("ferretdb", argv, _port_open(port), workdir / "ferretdb.log"), f"mongodb://127.0.0.1:{port}/"
+
+
+def start_postgresql(workdir: Path) -> tuple[Server, str]:
+    """A throwaway PostgreSQL cluster (Debian's postgresql), durability off: it backs FerretDB in tests."""
+    bindir = _postgres_bindir()
+    port = free_port()
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        # PostgreSQL refuses to run as root, and its user cannot enter pytest's private temp folders
+        workdir = Path(tempfile.mkdtemp(prefix="ticklock-pg-"))
+        shutil.chown(workdir, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data = workdir / "pgdata"
+    subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ferret", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    argv = [
+        *as_user,
+        str(bindir / "postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-h",
+        "127.0.0.1",
+        "-k",
+        str(workdir),
+        "-c",
+        "fsync=off",
+        "-c",
+        "synchronous_commit=off",
+        "-c",
+        "full_page_writes=off",
+    ]
+    server = Server("postgresql", argv, _port_open(port), workdir / "postgresql.log", cleanup=workdir)
+    subprocess.run(
+        [*as_user, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "ferret", "ferretdb"],
+        check=True,
+        capture_output=True,
+    )
+    return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb"
+
+
+def _postgres_bindir() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    if not found:
+        raise RuntimeError("PostgreSQL is not installed: run `make services` (the test command does)")
+    return found[-1].parent
 
 
 def start_pushgateway(workdir: Path) -> tuple[Server, str]:

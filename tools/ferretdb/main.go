@@ -19,15 +19,21 @@ import (
 
 func main() {
 	listen := flag.String("listen-addr", "127.0.0.1:27017", "TCP address to listen on")
-	sqliteURL := flag.String("sqlite-url", "file:data/", "SQLite directory URI")
+	sqliteURL := flag.String("sqlite-url", "", "SQLite directory URI (the sqlite handler), e.g. file:data/")
+	postgresURL := flag.String("postgresql-url", "", "PostgreSQL URL (the postgresql handler)")
 	flag.Parse()
+	handler := "sqlite"
+	if *postgresURL != "" {
+		handler = "postgresql"
+	}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: *listen},
-		Logger:    logger,
-		Handler:   "sqlite",
-		SQLiteURL: *sqliteURL,
+		Listener:      ferretdb.ListenerConfig{TCP: *listen},
+		Logger:        logger,
+		Handler:       handler,
+		SQLiteURL:     *sqliteURL,
+		PostgreSQLURL: *postgresURL,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ferretdb:", err)

@@ -176,8 +176,10 @@ class MongoStore:
         except DuplicateKeyError as exc:
             raise DuplicateJobName(job.name) from exc
         except StoreUnavailable as exc:
-            # FerretDB 1.24 reports a unique-index violation on update as InternalError (code 1), not 11000
-            if "UNIQUE constraint failed" in str(exc) and "name_unique" in str(exc):
+            # FerretDB 1.24 reports a unique-index violation on update as InternalError (code 1), not 11000,
+            # with its backend's own words (SQLite's or PostgreSQL's)
+            text = str(exc)
+            if "name_unique" in text and ("UNIQUE constraint failed" in text or "SQLSTATE 23505" in text):
                 raise DuplicateJobName(job.name) from exc
             raise
 

@@ -69,7 +69,7 @@ class Store(Protocol):
 
         One atomic step per batch (a conditional update, never read-then-write): a job is returned by
         exactly one concurrent caller. Each returned job carries a new ``Lease`` owned by ``owner`` that
-        lasts until ``max(due_at, now) + timeout + slack``; until then, or until ``advance`` or
+        lasts until ``horizon + timeout + slack``; until then, or until ``advance`` or
         ``release``, the job is not due (no re-dispatch while it runs). The returned jobs show the
         definition as it was at the claim.
         """

@@ -259,11 +259,11 @@ class SQLiteStore:
         with self._tx() as conn:
             rows = conn.execute(
                 f"""UPDATE jobs SET lease_token = ?, lease_owner = ?,
-                        lease_until = MAX(due_at, ?) + CAST((timeout * 1000000) AS INTEGER) + ?,
-                        due_at = MAX(due_at, ?) + CAST((timeout * 1000000) AS INTEGER) + ?
+                        lease_until = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?,
+                        due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
                     WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
                     RETURNING {_JOB_COLUMNS}""",
-                (token, owner, us(now), us_delta(slack), us(now), us_delta(slack), us(horizon), limit),
+                (token, owner, us(horizon), us_delta(slack), us(horizon), us_delta(slack), us(horizon), limit),
             ).fetchall()
         jobs = [_job(r) for r in rows]
         jobs.sort(key=lambda j: (Fire.of(j).scheduled_at, j.id))

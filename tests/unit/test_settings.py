@@ -248,3 +248,11 @@ def test_markdown_table_lists_every_setting() -> None:
         assert f"`{setting.flag}`" in row
         assert f"`{setting.default}`" in row
         assert setting.help in row
+
+
+def test_lease_slack_must_cover_the_lock_margin_and_the_look_ahead() -> None:
+    with pytest.raises(ConfigError, match=r"TICKLOCK_LEASE_SLACK: must be at least 7 s"):
+        Settings.load(environ={"TICKLOCK_LEASE_SLACK": "6.5", "TICKLOCK_LOOKAHEAD": "1"})
+    with pytest.raises(ConfigError, match=r"--lease-slack: must be at least 9 s"):
+        Settings.load(environ={"TICKLOCK_LOOKAHEAD": "3"}, overrides={"lease_slack": "8"})
+    assert Settings.load(environ={"TICKLOCK_LEASE_SLACK": "7"}).lease_slack == 7.0

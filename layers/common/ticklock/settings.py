@@ -15,6 +15,8 @@ from typing import Any
 
 from ticklock.errors import ConfigError
 
+LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
+
 Parser = Callable[[str], Any]
 
 
@@ -127,7 +129,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queue_size", "0", _int(0, 100_000), "fires waiting for a worker at most; 0 = twice the workers"),
     Setting("batch_size", "100", _int(1, 10_000), "jobs claimed per store round trip"),
     Setting("lookahead", "1.0", _float(0.0, 10.0), "seconds ahead a due job is claimed, to start it on time"),
-    Setting("lease_slack", "60", _float(1.0, 3600.0), "seconds a claim outlives fire time + timeout"),
+    Setting(
+        "lease_slack",
+        "60",
+        _float(1.0, 3600.0),
+        "seconds a claim outlives its horizon + timeout (at least 6 + lookahead)",
+    ),
     Setting("shutdown_grace", "30", _float(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
     Setting("retention_per_job", "1000", _int(1, 10_000_000), "finished executions kept per job"),
     Setting("retention_days", "30", _float(0.001, 36_500.0), "finished executions older than this are pruned"),
@@ -197,6 +204,15 @@ class Settings:
                 values[setting.name] = setting.parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"{source}: {exc}") from None
+        # A fire starts only if its lease outlasts its deadline plus the lock's margin; a fire is claimed
+        # up to `lookahead` early. A shorter slack would make every fire skip as lease_expired.
+        least = LOCK_MARGIN + values["lookahead"] + 1.0
+        if values["lease_slack"] < least:
+            name = "--lease-slack" if "lease_slack" in overrides else "TICKLOCK_LEASE_SLACK"
+            raise ConfigError(
+                f"{name}: must be at least {least:g} s (the lock margin of {LOCK_MARGIN:g} s, the "
+                f"look-ahead and 1 s of queueing), got {values['lease_slack']:g}"
+            )
         return cls(**values)
 
     @property

@@ -32,10 +32,10 @@ from ticklock.domain.schedules import next_fire
 from ticklock.errors import LockUnavailable
 from ticklock.handlers.registry import Handler, HandlerContext, Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
+from ticklock.settings import LOCK_MARGIN
 
 log = logging.getLogger("ticklock.lifecycle")
 
-LOCK_MARGIN = 5.0
 MAX_RESUMES = 3
 
 

@@ -46,8 +46,8 @@ class LocalService:
         s = self.settings
         self.registry = self.registry or register_all(Registry(), modules=s.handler_modules)
         self.owner = s.effective_owner
-        self.store = build_store(s)
         self.metrics = build_metrics(s, self.owner)
+        self.store = build_store(s, self.metrics)
         self.publisher = build_publisher(s, self.metrics)
         self.invoker = Invoker()
         self.invoker.on_abandoned = self.metrics.abandoned.set

@@ -9,16 +9,19 @@ from ticklock.ports import Locker, Publisher, Store
 from ticklock.settings import Settings
 
 
-def build_store(settings: Settings) -> Store:
+def build_store(settings: Settings, metrics: PrometheusMetrics | None = None) -> Store:
     """The store TICKLOCK_STORE (or TICKLOCK_DB) names. Raises ``StoreUnavailable`` if it cannot be opened."""
     url = settings.store_url
     if url.startswith("sqlite:///"):
         from ticklock.adapters.store.sqlite import SQLiteStore
 
         return SQLiteStore(url.removeprefix("sqlite:///"))
-    from ticklock.adapters.store.mongo import MongoStore
+    from ticklock.adapters.store.mongo import CommandCounter, MongoStore, shared_client
 
-    return MongoStore(url)
+    if metrics is None:
+        return MongoStore(url)
+    counter = CommandCounter(lambda name: metrics.store_commands.labels(name).inc())
+    return MongoStore(url, client=shared_client(url, listeners=[counter]), owns_client=True)
 
 
 def build_locker(settings: Settings, clock: Clock) -> Locker:

@@ -43,6 +43,9 @@ class PrometheusMetrics:
             "ticklock_handler_threads_abandoned", "Sync handler threads still running past their deadline", registry=r
         )
         self.queue_depth = Gauge("ticklock_queue_depth", "Fires waiting for a worker", registry=r)
+        self.store_commands = Counter(
+            "ticklock_store_commands", "Commands sent to the store (MongoDB)", ["command"], registry=r
+        )
         self.events_dropped = Counter(
             "ticklock_events_dropped", "Execution events that could not be published", registry=r
         )

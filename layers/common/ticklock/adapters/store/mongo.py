@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from pymongo import ASCENDING, DESCENDING, MongoClient
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
-from pymongo.monitoring import CommandListener
+from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStartedEvent, CommandSucceededEvent
 
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
 from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
@@ -50,6 +50,23 @@ Doc = dict[str, Any]
 _LIVE = [ExecutionStatus.RUNNING.value, ExecutionStatus.INTERRUPTED.value]
 _clients: dict[str, MongoClient[Doc]] = {}
 _clients_mutex = threading.Lock()
+
+
+class CommandCounter(CommandListener):
+    """Counts the commands this process sends (``ticklock_store_commands_total``): counts do not drift
+    with a noisy machine, so they are what the benchmark reports against its per-fire budget."""
+
+    def __init__(self, count: Callable[[str], None]) -> None:
+        self._count = count
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self._count(event.command_name)
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        return None
 
 
 def shared_client(uri: str, *, listeners: list[CommandListener] | None = None, fresh: bool = False) -> MongoClient[Doc]:

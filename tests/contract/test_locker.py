@@ -49,11 +49,15 @@ def test_an_unreachable_backend_raises_lock_unavailable() -> None:
     from ticklock.errors import LockUnavailable
 
     port = free_port()  # nothing listens there
-    locker = RedisLocker(f"redis://127.0.0.1:{port}/0", client=redis.Redis(port=port, socket_connect_timeout=0.5))
-    with pytest.raises(LockUnavailable):
-        locker.acquire("job:1", 1)
-    with pytest.raises(LockUnavailable):
-        locker.release("job:1", "token")
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    locker = RedisLocker(f"redis://127.0.0.1:{port}/0", client=client)
+    try:
+        with pytest.raises(LockUnavailable):
+            locker.acquire("job:1", 1)
+        with pytest.raises(LockUnavailable):
+            locker.release("job:1", "token")
+    finally:
+        client.close()
 
 
 def test_acquire_gives_a_token_and_blocks_others(subject: LockerUnderTest) -> None:

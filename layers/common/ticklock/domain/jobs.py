@@ -74,6 +74,17 @@ class Job:
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)
 
+    def advanced(self, fire: Fire, next_run_at: datetime | None) -> Job:
+        """This job (as stored now) once ``fire`` is done: the lease dropped; a scheduled fire moves the
+        schedule to ``next_run_at`` (None disables) unless the job was edited since the claim; a manual
+        fire clears the pending trigger if it is this fire's."""
+        job = replace(self, lease=None)
+        if fire.trigger is Trigger.MANUAL:
+            return replace(job, trigger_at=None) if job.trigger_at == fire.scheduled_at else job
+        if job.version != fire.job.version:
+            return job
+        return replace(job, next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+
 
 @dataclass(frozen=True)
 class Fire:

@@ -299,12 +299,7 @@ class MongoStore:
             doc = self.jobs.find_one({"_id": fire.job.id, "lease_token": fire.lease_token})
             if doc is None:
                 return False
-            job = _job(doc).with_changes(lease=None)
-            if fire.trigger is Trigger.MANUAL:
-                if job.trigger_at == fire.scheduled_at:
-                    job = job.with_changes(trigger_at=None)
-            elif job.version == fire.job.version:
-                job = job.with_changes(next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+            job = _job(doc).advanced(fire, next_run_at)
             result = self.jobs.update_one(
                 {"_id": job.id, "lease_token": fire.lease_token, "version": doc["version"]},
                 {

@@ -405,12 +405,7 @@ def _advance(conn: sqlite3.Connection, fire: Fire, next_run_at: datetime | None,
     ).fetchone()
     if row is None:
         return False
-    job = _job(row).with_changes(lease=None)
-    if fire.trigger is Trigger.MANUAL:
-        if job.trigger_at == fire.scheduled_at:
-            job = job.with_changes(trigger_at=None)
-    elif job.version == fire.job.version:
-        job = job.with_changes(next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+    job = _job(row).advanced(fire, next_run_at)
     conn.execute(
         "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, due_at=?, lease_token=NULL, "
         "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",

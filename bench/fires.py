@@ -1,8 +1,9 @@
-"""Fire throughput, dispatch lag, lost fires, CPU and memory of ``ticklock serve`` on the SQLite store.
+"""Fire throughput, dispatch lag, lost fires, CPU and memory of ``ticklock serve`` on the SQLite store,
+and on MongoDB (FerretDB) with the Redis lock.
 
 Usage::
 
-    .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d]
+    .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d,m]
 
 For each scenario it pre-fills a fresh temporary SQLite file with ``SQLiteStore.add_jobs`` (handler
 ``noop``), starts the real service as a subprocess (``ticklock serve --db ... --port ... --log-level
@@ -23,8 +24,11 @@ the measurement window, stops it with SIGTERM, and then reads the ``executions``
 Scenarios: (a) 1,000 jobs every 1 s and (b) 10,000 every 10 s, first fires spread uniformly over one
 interval, 100,000 jobs stored in all (the rest every 86,400 s, first due in 1 to 24 hours); (c) a burst
 of 1,000 cron ``* * * * * *`` jobs on the same second boundary; (d) idle, 100,000 stored, none due.
-``--quick`` stores 20,000 and measures 6-10 s windows. ``--with-apscheduler`` adds the rows of
-``bench/apscheduler_baseline.py`` (scenarios a and b on APScheduler 3.11) to the same table.
+(m) is scenario (a) on the replica shape, ``TICKLOCK_STORE=mongodb://...`` and ``TICKLOCK_LOCK=redis://...``
+(FerretDB 1.24 on PostgreSQL, and Redis, started by ``bench/replicas.py``), with the commands each fire
+costs counted (MongoDB and Redis, against a per-fire budget). ``--quick`` stores 20,000 and measures
+6-10 s windows. ``--with-apscheduler`` adds the rows of ``bench/apscheduler_baseline.py`` (scenarios a
+and b on APScheduler 3.11) to the same table.
 """
 
 from __future__ import annotations
@@ -45,9 +49,11 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Protocol
 
 from _stats import (
     ResourceSampler,
@@ -90,6 +96,13 @@ class RunResult:
     startup_s: float
     exit_code: int | None
     log_lines: list[str]
+    probes: tuple[Any, ...] = field(default=())  # what ``probe`` returned at the window's start and end
+
+
+class JobSink(Protocol):
+    """A store the seeding can fill (SQLiteStore, MongoStore)."""
+
+    def add_jobs(self, jobs: list[Job]) -> None: ...
 
 
 # -- seeding ----------------------------------------------------------------------------------------
@@ -110,7 +123,7 @@ def _job(name: str, schedule: Schedule, next_run_at: datetime, now: datetime) ->
     )
 
 
-def seed_idle(store: SQLiteStore, count: int) -> None:
+def seed_idle(store: JobSink, count: int) -> None:
     """Jobs that are not due during the run: every 86,400 s, first fire spread over 1 to 24 hours."""
     now = datetime.now(UTC)
     schedule = IntervalSchedule(86_400)
@@ -125,10 +138,10 @@ def seed_idle(store: SQLiteStore, count: int) -> None:
         )
 
 
-def seed_due(store: SQLiteStore, sc: Scenario) -> Seeded:
-    """The jobs that fire during the run, their first fire a few seconds from now."""
+def seed_due(store: JobSink, sc: Scenario, *, allowance: float = STARTUP_ALLOWANCE, chunk: int = SEED_CHUNK) -> Seeded:
+    """The jobs that fire during the run, their first fire ``allowance`` seconds from now."""
     now = datetime.now(UTC)
-    base = time.time() + STARTUP_ALLOWANCE
+    base = time.time() + allowance
     jobs: list[Job] = []
     if sc.kind == "cron":
         boundary = float(math.ceil(base))  # every job on the same whole second
@@ -141,8 +154,8 @@ def seed_due(store: SQLiteStore, sc: Scenario) -> Seeded:
         step = sc.interval / max(1, sc.due)  # spread uniformly over one interval
         jobs = [_job(f"due-{i}", schedule, datetime.fromtimestamp(base + i * step, UTC), now) for i in range(sc.due)]
         first_at = base
-    for start in range(0, len(jobs), SEED_CHUNK):
-        store.add_jobs(jobs[start : start + SEED_CHUNK])
+    for start in range(0, len(jobs), chunk):
+        store.add_jobs(jobs[start : start + chunk])
     first = {job.id: _us(job.next_run_at) for job in jobs if job.next_run_at is not None}
     return Seeded(first, first_at)
 
@@ -189,13 +202,29 @@ def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> floa
     raise SystemExit(f"bench: ticklock serve did not answer {url} within {READY_TIMEOUT:.0f} s")
 
 
-def run_service(db: Path, workdir: Path, window: tuple[float, float], command: str, serve_args: list[str]) -> RunResult:
-    """Start ``ticklock serve`` on ``db``, measure it over ``window`` (epoch seconds), then stop it."""
+def run_service(
+    db: Path | None,
+    workdir: Path,
+    window: tuple[float, float],
+    command: str,
+    serve_args: list[str],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    probe: Callable[[int], Any] | None = None,
+) -> RunResult:
+    """Start ``ticklock serve`` on ``db``, measure it over ``window`` (epoch seconds), then stop it.
+
+    ``extra_env`` adds TICKLOCK_* variables (e.g. TICKLOCK_STORE, which wins over ``--db``); ``probe``,
+    called with the service's port just after the CPU reading at each edge of the window, reads counters.
+    """
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKLOCK_")}
     env["TICKLOCK_RETENTION_PER_JOB"] = "10000000"  # nothing is pruned during the run
+    env.update(extra_env or {})
     log_path = workdir / "serve.log"
-    argv = [command, "serve", "--db", str(db), "--port", str(port), "--log-level", "warning", *serve_args]
+    store_args = [] if db is None else ["--db", str(db)]
+    argv = [command, "serve", *store_args, "--port", str(port), "--log-level", "warning", *serve_args]
+    probes: list[Any] = []
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=workdir)
         sampler = ResourceSampler(proc.pid).start()
@@ -203,8 +232,12 @@ def run_service(db: Path, workdir: Path, window: tuple[float, float], command: s
             startup = wait_ready(proc, port, log_path)
             sleep_until(window[0])
             cpu_start = sampler.cpu_seconds()
+            if probe is not None:
+                probes.append(probe(port))
             sleep_until(window[1])
             cpu_end = sampler.cpu_seconds()
+            if probe is not None:
+                probes.append(probe(port))
             sleep_until(window[1] + DRAIN)
             sampler.stop()
             proc.send_signal(signal.SIGTERM)
@@ -227,6 +260,7 @@ def run_service(db: Path, workdir: Path, window: tuple[float, float], command: s
         startup_s=startup,
         exit_code=code,
         log_lines=lines,
+        probes=tuple(probes),
     )
 
 
@@ -405,9 +439,9 @@ def run_scenario(sc: Scenario, command: str, serve_args: list[str], system: str 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored (~90 s)")
+    parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored (~2 min)")
     parser.add_argument("--with-apscheduler", action="store_true", help="add APScheduler 3.11 rows (a, b)")
-    parser.add_argument("--only", default="a,b,c,d", help="comma-separated scenario keys (default a,b,c,d)")
+    parser.add_argument("--only", default="a,b,c,d,m", help="comma-separated scenario keys (default a,b,c,d,m)")
     parser.add_argument(
         "--serve-arg",
         action="append",
@@ -427,11 +461,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(table)}")
     rows: list[Row] = []
+    sections: list[str] = []
     began = time.monotonic()
     for key in keys:
         sc = table[key]
         print(f"bench: ({key}) {sc.title}, {sc.stored:,} stored, {sc.window:.0f} s window ...", file=sys.stderr)
-        rows.append(run_scenario(sc, command, args.serve_arg, system))
+        if key == "m":
+            from replicas import run_mongo_redis
+
+            replica = run_mongo_redis(sc, command, args.serve_arg, args.command)
+            rows.append(replica.row)
+            sections.append(replica.commands_markdown)
+        else:
+            rows.append(run_scenario(sc, command, args.serve_arg, system))
     if args.with_apscheduler:
         from apscheduler_baseline import baseline_rows
 
@@ -440,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick" if args.quick else "full"
     print(f"### Fires ({mode} run, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n")
     print(markdown_table(rows))
+    for section in sections:
+        print(f"\n{section}")
     return 0
 
 

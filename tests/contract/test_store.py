@@ -344,3 +344,37 @@ def test_complete_does_not_advance_when_the_finish_was_taken_over(store: Store) 
     stored = store.get_job(job.id)
     assert stored.next_run_at == T0
     assert stored.lease == job.lease
+
+
+def test_concurrent_completes_each_advance_their_own_job(store: Store) -> None:
+    for _ in range(40):
+        store.add_job(make_job())
+    claimed = claim(store)
+    edited = claimed[0]
+    store.update_job(
+        edited.with_changes(next_run_at=T0 + timedelta(hours=5), lease=None), expected_version=edited.version
+    )
+    fires = [Fire.of(j) for j in claimed]
+    executions = [store.start_execution(make_execution(f)).execution for f in fires]
+    results: list[tuple[bool, bool]] = []
+    mutex = threading.Lock()
+    start = threading.Barrier(8)
+
+    def work(part: list[int]) -> None:
+        start.wait()
+        for i in part:
+            done = executions[i].with_changes(status=ExecutionStatus.SUCCESS, finished_at=T0, duration=0.1)
+            outcome = store.complete(done, fires[i], next_run_at=T0 + timedelta(seconds=60), now=T0)
+            with mutex:
+                results.append(outcome)
+
+    threads = [threading.Thread(target=work, args=(list(range(k, 40, 8)),)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == [(True, True)] * 40
+    for job in claimed:
+        stored = store.get_job(job.id)
+        assert stored.lease is None
+        assert stored.next_run_at == (T0 + timedelta(hours=5) if job.id == edited.id else T0 + timedelta(seconds=60))

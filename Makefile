@@ -30,7 +30,7 @@ services:
 test: services lint typecheck
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(STAMP) services
 	$(BIN)/python bench/fires.py
 
 clean:

@@ -152,12 +152,15 @@ def start_postgresql(workdir: Path) -> tuple[Server, str]:
         "full_page_writes=off",
     ]
     server = Server("postgresql", argv, _port_open(port), workdir / "postgresql.log", cleanup=workdir)
-    subprocess.run(
-        [*as_user, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "ferret", "ferretdb"],
-        check=True,
-        capture_output=True,
-    )
-    return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb"
+    # the port opens before the server accepts connections ("the database system is starting up")
+    createdb = [*as_user, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "ferret", "ferretdb"]
+    for _ in range(100):
+        done = subprocess.run(createdb, capture_output=True, text=True)
+        if done.returncode == 0:
+            return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb"
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"createdb failed: {done.stderr}")
 
 
 def _postgres_bindir() -> Path:

@@ -7,14 +7,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import redis
 
-from tests.support.servers import free_port
+from tests.support.servers import free_port, start_redis_tls
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.lock.redis import RedisLocker
 from ticklock.clock import FakeClock
+from ticklock.errors import LockUnavailable
 from ticklock.ports import Locker
 
 
@@ -46,8 +48,6 @@ def subject(request: pytest.FixtureRequest) -> Iterator[LockerUnderTest]:
 
 
 def test_an_unreachable_backend_raises_lock_unavailable() -> None:
-    from ticklock.errors import LockUnavailable
-
     port = free_port()  # nothing listens there
     client = redis.Redis(port=port, socket_connect_timeout=0.5)
     locker = RedisLocker(f"redis://127.0.0.1:{port}/0", client=client)
@@ -110,3 +110,24 @@ def test_contention_has_exactly_one_winner(subject: LockerUnderTest) -> None:
     for t in threads:
         t.join(10)
     assert len(winners) == 1
+
+
+def test_the_redis_lock_speaks_tls_with_a_password(tmp_path: Path) -> None:
+    server, url, _ = start_redis_tls(tmp_path, password="s3cret")
+    try:
+        locker = RedisLocker(url)
+        token = locker.acquire("job:tls", 10)
+        assert token
+        assert locker.acquire("job:tls", 10) is None
+        locker.release("job:tls", token)
+        assert locker.acquire("job:tls", 10)
+        wrong = RedisLocker(url.replace("s3cret", "wrong"), client=redis.Redis.from_url(url.replace("s3cret", "wrong")))
+        with pytest.raises(LockUnavailable):  # a bad password is an outage to the lifecycle, not a crash
+            wrong.acquire("job:tls", 10)
+        plain = RedisLocker(
+            url, client=redis.Redis.from_url(url.replace("rediss://", "redis://").split("?")[0], socket_timeout=1)
+        )
+        with pytest.raises(LockUnavailable):  # the server speaks TLS only
+            plain.acquire("job:tls", 10)
+    finally:
+        server.stop()

@@ -104,6 +104,62 @@ def start_redis(workdir: Path) -> tuple[Server, str]:
     return Server("redis", argv, _port_open(port), workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
 
 
+def start_redis_tls(workdir: Path, password: str) -> tuple[Server, str, Path]:
+    """Redis on TLS only, with a password; returns the server, a rediss:// URL and the CA certificate."""
+    port = free_port()
+    ca, cert, key = workdir / "ca.pem", workdir / "redis.pem", workdir / "redis.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    shutil.copy(cert, ca)  # self-signed: the certificate is its own authority
+    argv = [
+        binary("redis-server"),
+        "--port",
+        "0",
+        "--tls-port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--tls-cert-file",
+        str(cert),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(ca),
+        "--tls-auth-clients",
+        "no",
+        "--requirepass",
+        password,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(workdir),
+    ]
+    server = Server("redis-tls", argv, _port_open(port), workdir / "redis-tls.log")
+    return server, f"rediss://:{password}@127.0.0.1:{port}/0?ssl_ca_certs={ca}", ca
+
+
 def start_ferretdb(workdir: Path, *, postgresql_url: str | None = None) -> tuple[Server, str]:
     """FerretDB on its SQLite backend, or on PostgreSQL when ``postgresql_url`` is given."""
     port = free_port()

@@ -136,7 +136,8 @@ def test_fires_held_by_a_killed_replica_run_again_and_nothing_else_twice(
         if row["_id"] in cut:
             assert row["resumes"] == 1
             assert row["owner"] != victim_name
-            assert handler_starts[key] == 2  # once on the killed replica, once resumed
+            # resumed once; the killed replica may or may not have reached the handler before it died
+            assert handler_starts[key] in (1, 2)
         elif row["status"] == "success":
             assert handler_starts[key] == 1  # nothing else ran twice
 

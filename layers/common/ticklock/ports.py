@@ -200,6 +200,10 @@ class FireQueue(Protocol):
         """How many fires can be submitted now without blocking."""
         ...
 
+    def flush(self) -> None:
+        """Send what ``submit`` buffered (SQS sends ten at a time); the dispatcher calls it after each release."""
+        ...
+
     def drain_unstarted(self) -> Sequence[Fire]:
         """Stop accepting work and return the fires that were queued but not started."""
         ...

@@ -90,6 +90,8 @@ class Dispatcher:
                 _, _, fire = heapq.heappop(self._pending)
             self.queue.submit(fire)
             released += 1
+        if released:
+            self.queue.flush()
         return released
 
     def next_wake(self) -> datetime | None:

@@ -43,6 +43,9 @@ class WorkerPool:
         # An idle worker takes a fire off the queue at once, so the room left in the queue is the room.
         return max(0, self._queue.maxsize - self._queue.qsize())
 
+    def flush(self) -> None:
+        return None
+
     def depth(self) -> int:
         return self._queue.qsize()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from tests.integration.conftest import Harness
 from tests.support.factories import make_execution
@@ -14,6 +15,7 @@ from ticklock.domain.events import STARTED
 from ticklock.domain.jobs import ExecutionStatus, Trigger
 from ticklock.domain.lifecycle import MAX_RESUMES, LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
+from ticklock.errors import StoreUnavailable
 
 
 def lines(path: Path) -> int:
@@ -266,3 +268,24 @@ def test_a_fire_whose_lease_ran_out_in_the_queue_is_released_not_run(fake: Harne
     assert lines(log) == 0
     assert fake.claim_one().key == fire.key
     assert fake.store.get_job(job.id).lease is not None
+
+
+def test_a_store_outage_at_the_final_write_is_retried_not_run_twice(fake: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    job = fake.add("test.record", payload={"path": str(log)})
+    real_complete = fake.store.complete
+    failures = [StoreUnavailable("the disk is busy"), StoreUnavailable("still busy")]
+
+    def flaky_complete(*args: Any, **kwargs: Any) -> tuple[bool, bool]:
+        if failures:
+            raise failures.pop(0)
+        return real_complete(*args, **kwargs)
+
+    fake.store.complete = flaky_complete  # type: ignore[method-assign]
+    outcome = fake.runner().run(fake.claim_one())
+    assert outcome.execution is not None
+    assert fake.store.get_execution(outcome.execution.id).status is ExecutionStatus.SUCCESS
+    assert fake.store.get_job(job.id).lease is None
+    assert lines(log) == 1
+    assert isinstance(fake.clock, FakeClock)
+    assert fake.clock.sleeps == [0.5, 1.0]

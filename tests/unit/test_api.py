@@ -410,6 +410,14 @@ def test_unknown_route_is_a_json_404(api: Harness) -> None:
 
 # -- bad input: every rejected create names its field and stores nothing ----------------------------------
 
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
 BAD_CREATES: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("cron-second", {"schedule": {"kind": "cron", "expr": "61 0 * * * *"}}, "schedule*.expr", "second"),
     ("cron-minute", {"schedule": {"kind": "cron", "expr": "0 60 * * * *"}}, "schedule*.expr", "minute"),
@@ -419,6 +427,12 @@ BAD_CREATES: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("cron-dow", {"schedule": {"kind": "cron", "expr": "0 0 0 * * 9"}}, "schedule*.expr", "day-of-week"),
     ("cron-count", {"schedule": {"kind": "cron", "expr": "* * * * *"}}, "schedule*.expr", "6 fields"),
     ("cron-never", {"schedule": {"kind": "cron", "expr": "0 0 0 30 2 *"}}, "schedule*.expr", "never"),
+    ("cron-random", {"schedule": {"kind": "cron", "expr": "R R * * * *"}}, "schedule*.expr", "random"),
+    ("cron-hashed", {"schedule": {"kind": "cron", "expr": "H 0 * * * *"}}, "schedule*.expr", "hashed"),
+    ("once-overflow", {"schedule": {"kind": "once", "at": "9999-12-31T23:59:59-01:00"}}, "schedule*.at", "range"),
+    ("payload-deep", {"payload": _deep(40)}, "payload", "nested"),
+    ("payload-bigint", {"payload": {"n": 2**64}}, "payload", "64 bits"),
+    ("payload-nul-key", {"payload": {"a\x00b": 1}}, "payload", "NUL"),
     ("cron-descriptor", {"schedule": {"kind": "cron", "expr": "@often"}}, "schedule*.expr", "@often"),
     (
         "timezone",

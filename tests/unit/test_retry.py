@@ -167,8 +167,13 @@ def test_interrupted_when_cancel_is_set_during_backoff() -> None:
 def test_interrupted_when_cancel_is_set_before_the_first_retry() -> None:
     clock = FakeClock(START)
     cancel = threading.Event()
-    cancel.set()
-    attempt = always_failing(clock)
+    failing = always_failing(clock)
+
+    def attempt(number: int, left: float) -> AttemptResult:
+        result = failing(number, left)
+        cancel.set()  # the shutdown arrives while the first attempt runs
+        return result
+
     outcome = run_with_retries(
         attempt, clock=clock, deadline=START + timedelta(minutes=5), max_retries=3, cancel=cancel
     )
@@ -185,3 +190,21 @@ def test_interrupted_attempt_is_reported_as_interrupted() -> None:
     assert outcome.attempts == 1
     assert outcome.error == "cut off by shutdown"
     assert clock.sleeps == []
+
+
+def test_no_attempt_starts_once_the_service_is_shutting_down() -> None:
+    clock = FakeClock()
+    cancel = threading.Event()
+    cancel.set()
+    calls: list[int] = []
+
+    def attempt(number: int, left: float) -> AttemptResult:
+        calls.append(number)
+        return AttemptResult(AttemptKind.OK)
+
+    outcome = run_with_retries(
+        attempt, clock=clock, deadline=clock.now() + timedelta(seconds=60), max_retries=3, cancel=cancel
+    )
+    assert outcome.status is ExecutionStatus.INTERRUPTED
+    assert outcome.attempts == 0
+    assert calls == []

@@ -73,9 +73,16 @@ class Dispatcher:
             log.error("tick.store_unavailable", extra={"error": str(exc)})
             self._safely_tick(0, time.perf_counter() - started, failed=True)
             return 0, False
+        fires = []
+        for job in jobs:
+            try:
+                fires.append(Fire.of(job))
+            except ValueError as exc:  # claimed with nothing due (an edit raced the claim): give it back
+                log.warning("claim.nothing_due", extra={"job_id": job.id, "error": str(exc)})
+                if job.lease is not None:
+                    self.store.release(job.id, job.lease.token)
         with self._mutex:
-            for job in jobs:
-                fire = Fire.of(job)
+            for fire in fires:
                 heapq.heappush(self._pending, (fire.scheduled_at, next(self._seq), fire))
         self._safely_tick(len(jobs), time.perf_counter() - started, failed=False)
         return len(jobs), len(jobs) == limit

@@ -33,6 +33,7 @@ class AttemptKind(enum.Enum):
 class AttemptResult:
     kind: AttemptKind
     error: str | None = None
+    abandoned: bool = False  # a sync handler's thread is still running past the deadline
 
 
 class _Call:
@@ -151,8 +152,8 @@ class Invoker:
         ctx.cancelled.set()
         self.on_abandoned(count)
         if call.interrupted:
-            return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown")
-        return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
+            return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown", abandoned=True)
+        return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s", abandoned=True)
 
     def _returned(self, runner: _Runner, call: _Call) -> bool:
         """A handler returned on ``runner``: wake its caller, and keep the thread for the next call."""

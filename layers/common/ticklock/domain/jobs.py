@@ -74,6 +74,11 @@ class Job:
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)
 
+    def pending_at(self) -> datetime:
+        """The time of its earliest pending fire, whatever its state (the order claims are handed out in)."""
+        times = [t for t in (self.trigger_at, self.next_run_at) if t is not None]
+        return min(times) if times else self.created_at
+
     def advanced(self, fire: Fire, next_run_at: datetime | None) -> Job:
         """This job (as stored now) once ``fire`` is done: the lease dropped; a scheduled fire moves the
         schedule to ``next_run_at`` (None disables) unless the job was edited since the claim; a manual

@@ -29,7 +29,7 @@ from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Trigger
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import next_fire
-from ticklock.errors import LockUnavailable
+from ticklock.errors import LockUnavailable, StoreUnavailable
 from ticklock.handlers.registry import Handler, HandlerContext, Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 from ticklock.settings import LOCK_MARGIN
@@ -37,6 +37,10 @@ from ticklock.settings import LOCK_MARGIN
 log = logging.getLogger("ticklock.lifecycle")
 
 MAX_RESUMES = 3
+
+
+# seconds between tries of a run's final write while the store is out
+COMPLETE_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class SkipReason(enum.StrEnum):
@@ -137,7 +141,7 @@ class TaskRunner:
             fields["execution_id"] = execution.id
             # 3. run
             outcome = self._run(fire, handler, execution, fields)
-            keep_lock = self.invoker.abandoned > 0 and outcome.status is ExecutionStatus.TIMEOUT
+            keep_lock = outcome.abandoned
             # 4. finalise, 5. advance
             return Outcome(execution=self._finish(fire, execution, outcome, fields))
         finally:
@@ -279,7 +283,7 @@ class TaskRunner:
                 self.store.release(fire.job.id, fire.lease_token)
             advanced = True
         else:
-            finished, advanced = self.store.complete(done, fire, next_run_at=self._next_run(fire, now), now=now)
+            finished, advanced = self._complete(done, fire, now)
         if not finished:
             log.warning("execution.finish_lost", extra=fields)
             return done
@@ -308,6 +312,27 @@ class TaskRunner:
         )
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
         return done
+
+    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool]:
+        """``Store.complete``, retried through a store outage: giving up would leave the row RUNNING and the
+        fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded."""
+        next_run = self._next_run(fire, now)
+        for attempt, wait in enumerate((*COMPLETE_BACKOFF, None)):
+            try:
+                finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
+                if finished or attempt == 0:
+                    return finished, advanced
+                # an earlier try may have finished the row and failed on the advance
+                stored = self.store.get_execution(done.id)
+                if stored.run_token == done.run_token and stored.status is done.status:
+                    return True, self.store.advance(fire, next_run_at=next_run, now=now)
+                return False, False
+            except StoreUnavailable as exc:
+                if wait is None:
+                    raise
+                log.warning("execution.complete_retry", extra={"job_id": fire.job.id, "error": str(exc), "wait": wait})
+                self.clock.sleep(wait)
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _next_run(fire: Fire, now: datetime) -> datetime | None:

@@ -30,6 +30,7 @@ class RunOutcome:
     status: ExecutionStatus
     attempts: int
     error: str | None = None
+    abandoned: bool = False  # the last attempt's sync thread still runs: keep the job's lock until its TTL
 
 
 Attempt = Callable[[int, float], AttemptResult]
@@ -42,6 +43,8 @@ def run_with_retries(
     last_error: str | None = None
     number = 0
     while True:
+        if cancel is not None and cancel.is_set():  # shutting down: no new attempt starts
+            return RunOutcome(ExecutionStatus.INTERRUPTED, number, "cut off by shutdown before the attempt")
         left = (deadline - clock.now()).total_seconds()
         if left <= 0:
             return RunOutcome(ExecutionStatus.TIMEOUT, number, _timeout_text(last_error))
@@ -50,9 +53,9 @@ def run_with_retries(
         if result.kind is AttemptKind.OK:
             return RunOutcome(ExecutionStatus.SUCCESS, number)
         if result.kind is AttemptKind.TIMEOUT:
-            return RunOutcome(ExecutionStatus.TIMEOUT, number, result.error)
+            return RunOutcome(ExecutionStatus.TIMEOUT, number, result.error, result.abandoned)
         if result.kind is AttemptKind.INTERRUPTED:
-            return RunOutcome(ExecutionStatus.INTERRUPTED, number, result.error)
+            return RunOutcome(ExecutionStatus.INTERRUPTED, number, result.error, result.abandoned)
         last_error = result.error
         if number > max_retries:
             return RunOutcome(ExecutionStatus.FAILED, number, last_error)

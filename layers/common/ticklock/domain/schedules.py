@@ -14,6 +14,7 @@ Policies (each one is tested in tests/unit/test_schedules.py):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -102,7 +103,10 @@ class OnceSchedule:
     def __post_init__(self) -> None:
         if self.at.tzinfo is None:
             raise InvalidJob("once.at must carry a timezone (use Z for UTC)", field="schedule.at")
-        object.__setattr__(self, "at", to_ms(self.at.astimezone(UTC)))
+        try:
+            object.__setattr__(self, "at", to_ms(self.at.astimezone(UTC)))
+        except OverflowError:
+            raise InvalidJob("once.at is out of range", field="schedule.at") from None
 
     def first_after(self, now: datetime) -> datetime:
         return self.at
@@ -164,6 +168,14 @@ def _expand(expr: str) -> str:
             f"cron needs 6 fields (second minute hour day-of-month month day-of-week), got {len(parts)}",
             field="schedule.expr",
         )
+    for name, value in zip(CRON_FIELDS, parts, strict=True):
+        tokens = re.split(r"[,/-]", value.upper())
+        if any(t in ("R", "H") or t.startswith("H(") for t in tokens):
+            # croniter's random (R) and hashed (H) values are not a schedule: R picks anew at every fire
+            raise InvalidJob(
+                f"cron field {name} uses {value!r}: random (R) and hashed (H) values are not supported",
+                field="schedule.expr",
+            )
     for index, (name, value) in enumerate(zip(CRON_FIELDS, parts, strict=True)):
         probe = list(_NEUTRAL)
         probe[index] = value

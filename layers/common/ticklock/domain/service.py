@@ -22,6 +22,33 @@ from ticklock.handlers.registry import Registry
 from ticklock.ports import Store
 
 MAX_RETRIES = 25
+MAX_PAYLOAD_DEPTH = 32
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_payload(value: Any, where: str, depth: int) -> None:
+    """What every store can hold: nesting at most 32 deep, integers within 64 bits, keys without NUL."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise InvalidJob(f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep", field="payload")
+    if isinstance(value, bool) or value is None or isinstance(value, float | str):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise InvalidJob(f"{where} is an integer beyond 64 bits", field="payload")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str) or "\x00" in key:
+                raise InvalidJob(f"{where} has a key that is not a string without NUL characters", field="payload")
+            _check_payload(item, f"{where}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_payload(item, f"{where}[{index}]", depth + 1)
+        return
+    raise InvalidJob(f"{where} is not a JSON value", field="payload")
+
+
 CONFLICT_RETRIES = 5
 
 
@@ -177,6 +204,7 @@ class JobService:
             )
         if not 0 <= max_retries <= MAX_RETRIES:
             raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")
+        _check_payload(payload, "payload", 0)
         size = len(json.dumps(payload, separators=(",", ":")).encode())
         if size > self.limits.max_payload_bytes:
             raise InvalidJob(

@@ -113,7 +113,10 @@ class LocalService:
             thread.join(timeout=10)
         unstarted = [*self.dispatcher.take_pending(), *self.pool.drain_unstarted()]
         for fire in unstarted:
-            self.store.release(fire.job.id, fire.lease_token)
+            try:
+                self.store.release(fire.job.id, fire.lease_token)
+            except Exception as exc:  # noqa: BLE001 - one failed release must not stop the shutdown
+                log.warning("shutdown.release_failed", extra={"job_id": fire.job.id, "error": str(exc)})
         grace = self.settings.shutdown_grace
         log.info("shutdown.draining", extra={"released": len(unstarted), "running": self.pool.busy(), "grace": grace})
         if not self.pool.stop(grace):
@@ -184,7 +187,10 @@ class LocalService:
             except Exception as exc:  # noqa: BLE001 - pruning fails soft
                 log.warning("executions.prune_failed", extra={"error": str(exc)})
             if s.pushgateway:
-                delete_stale_groups(s.pushgateway, stale_after=s.metrics_stale_after)
+                try:
+                    delete_stale_groups(s.pushgateway, stale_after=s.metrics_stale_after)
+                except Exception as exc:  # noqa: BLE001 - an odd answer must not end housekeeping
+                    log.warning("metrics.janitor_failed", extra={"error": str(exc)})
 
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):

@@ -34,7 +34,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -50,6 +50,7 @@ from ticklock.ports import Started
 
 T = TypeVar("T")
 Doc = dict[str, Any]
+CLAIM_MARKS_KEPT = timedelta(minutes=5)
 _LIVE = [ExecutionStatus.RUNNING.value, ExecutionStatus.INTERRUPTED.value]
 _clients: dict[str, MongoClient[Doc]] = {}
 _clients_mutex = threading.Lock()
@@ -184,8 +185,11 @@ class MongoStore:
             stored = job.with_changes(version=expected_version + 1, lease=_job(current).lease)
             fields = _definition(stored)
             fields["due_at"] = _ms_or_none(stored.due_at(stored.updated_at))
+            # seq too: a claim between our read and this write moves seq, not version, and its lease must
+            # not be overwritten with a stale due_at
             result = self.jobs.update_one(
-                {"_id": job.id, "version": expected_version}, {"$set": fields, "$inc": {"seq": 1}}
+                {"_id": job.id, "version": expected_version, "seq": current.get("seq", 0)},
+                {"$set": fields, "$inc": {"seq": 1}},
             )
             if result.matched_count == 0:
                 raise StaleVersion(
@@ -240,40 +244,56 @@ class MongoStore:
             by_timeout: dict[float, list[Doc]] = {}
             for doc in won:
                 by_timeout.setdefault(doc["timeout"], []).append(doc)
-            for timeout, docs in by_timeout.items():
-                until = _ms(horizon + timedelta(seconds=timeout) + slack)
-                self.jobs.update_many(
-                    {"_id": {"$in": [d["_id"] for d in docs]}},
-                    {
-                        "$set": {"lease_token": token, "lease_owner": owner, "lease_until": until, "due_at": until},
-                        "$inc": {"seq": 1},
-                    },
-                )
-                for doc in docs:
-                    doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
+            try:
+                self._lease(by_timeout, token, owner, horizon, slack)
+            except PyMongoError:
+                # without their leases the marks would block these job states for good: take them back
+                self.claims.delete_many({"token": token})
+                raise
             return [_job(d) for d in won]
 
         jobs = self._call(claim)
-        jobs.sort(key=lambda j: (Fire.of(j).scheduled_at, j.id))
+        jobs.sort(key=lambda j: (j.pending_at(), j.id))
         return jobs
+
+    def _lease(
+        self, by_timeout: dict[float, list[Doc]], token: str, owner: str, horizon: datetime, slack: timedelta
+    ) -> None:
+        for timeout, docs in by_timeout.items():
+            until = _ms(horizon + timedelta(seconds=timeout) + slack)
+            self.jobs.update_many(
+                {"_id": {"$in": [d["_id"] for d in docs]}},
+                {
+                    "$set": {"lease_token": token, "lease_owner": owner, "lease_until": until, "due_at": until},
+                    "$inc": {"seq": 1},
+                },
+            )
+            for doc in docs:
+                doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
 
     def release(self, job_id: str, lease_token: str) -> None:
         def release() -> None:
-            doc = self.jobs.find_one({"_id": job_id, "lease_token": lease_token})
-            if doc is None:
-                return
+            for _ in range(5):  # an edit between our read and our write moves seq: read again
+                doc = self.jobs.find_one({"_id": job_id, "lease_token": lease_token})
+                if doc is None or release_read(doc):
+                    return
+
+        def release_read(doc: Doc) -> bool:
             job = _job(doc).with_changes(lease=None)
-            self.jobs.update_one(
-                {"_id": job_id, "lease_token": lease_token},
-                {
-                    "$set": {
-                        "lease_token": None,
-                        "lease_owner": None,
-                        "lease_until": None,
-                        "due_at": _ms_or_none(job.due_at(job.updated_at)),
+            return (
+                self.jobs.update_one(
+                    {"_id": job_id, "lease_token": lease_token, "seq": doc.get("seq", 0)},
+                    {
+                        "$set": {
+                            "lease_token": None,
+                            "lease_owner": None,
+                            "lease_until": None,
+                            "due_at": _ms_or_none(job.due_at(job.updated_at)),
+                        },
+                        "$inc": {"seq": 1},
                     },
-                    "$inc": {"seq": 1},
-                },
+                ).modified_count
+                == 1
             )
 
         self._call(release)
@@ -440,7 +460,7 @@ class MongoStore:
 
         def prune() -> int:
             # a claim mark matters only between its insert and the lease write that moves seq on
-            self.claims.delete_many({"at": {"$lt": _ms(older_than)}})
+            self.claims.delete_many({"at": {"$lt": _ms(datetime.now(UTC) - CLAIM_MARKS_KEPT)}})
             gone = self.executions.delete_many({**final, "finished_at": {"$lt": older_than}}).deleted_count
             crowded = self.executions.aggregate(
                 [

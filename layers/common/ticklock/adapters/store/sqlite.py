@@ -266,7 +266,7 @@ class SQLiteStore:
                 (token, owner, us(horizon), us_delta(slack), us(horizon), us_delta(slack), us(horizon), limit),
             ).fetchall()
         jobs = [_job(r) for r in rows]
-        jobs.sort(key=lambda j: (Fire.of(j).scheduled_at, j.id))
+        jobs.sort(key=lambda j: (j.pending_at(), j.id))
         return jobs
 
     def release(self, job_id: str, lease_token: str) -> None:

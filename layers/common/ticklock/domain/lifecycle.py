@@ -141,7 +141,8 @@ class TaskRunner:
             fields["execution_id"] = execution.id
             # 3. run
             outcome = self._run(fire, handler, execution, fields)
-            keep_lock = outcome.abandoned
+            # a straggler past its deadline keeps the lock; a cut-off at shutdown dies with the process
+            keep_lock = outcome.abandoned and outcome.status is ExecutionStatus.TIMEOUT
             # 4. finalise, 5. advance
             return Outcome(execution=self._finish(fire, execution, outcome, fields))
         finally:

@@ -43,6 +43,7 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStartedEvent, CommandSucceededEvent
 
+from ticklock.clock import to_ms
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
 from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
@@ -564,9 +565,8 @@ class _GroupCommit:
                 item.done.set()
 
 
-def _ms(moment: datetime) -> datetime:
-    """BSON dates hold milliseconds: round down so what we compute equals what we read back."""
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+# BSON dates hold milliseconds: round down so that what we compute equals what we read back
+_ms = to_ms
 
 
 def _ms_or_none(moment: datetime | None) -> datetime | None:

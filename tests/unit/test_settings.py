@@ -33,6 +33,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "store": ["postgres://x", "sqlite://relative.db", "sqlite:///", "mongodb:/nohost"],
     "lock": ["", "memcached://x", "redis:/x", "inprocess"],
     "pushgateway": ["ftp://x", "localhost:9091"],
+    "queue_url": ["sqs://queue", "queue-name"],
     "push_interval": ["0", "3601", "often"],
     "metrics_stale_after": ["5", "86401", "x"],
     "lock_failure": ["retry", ""],

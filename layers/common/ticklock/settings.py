@@ -142,6 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_timeout", "86400", _float(1.0, 7 * 86400.0), "largest job timeout accepted, in seconds"),
     Setting("events", "none", _events, "where execution events go: none, log, or eventbridge:<bus>"),
     Setting("pushgateway", "", _url, "push metrics to this Pushgateway URL (for processes nobody scrapes)"),
+    Setting("queue_url", "", _url, "SQS queue between the tick and runner functions (the Lambda deployment)"),
     Setting("push_interval", "15", _float(1.0, 3600.0), "seconds between metric pushes"),
     Setting(
         "metrics_stale_after", "600", _float(10.0, 86400.0), "Pushgateway groups not pushed for this long are deleted"
@@ -181,6 +182,7 @@ class Settings:
     max_timeout: float
     events: str
     pushgateway: str
+    queue_url: str
     push_interval: float
     metrics_stale_after: float
     lock_failure: str

@@ -308,10 +308,11 @@ class MongoStore:
                 return False
             return self.jobs.update_one(*_fast_advance(fire, next_run_at)).modified_count == 1
 
-        def slow() -> bool:
+        def slow() -> bool | None:
+            """None when the lease is gone; False when an edit slipped between the read and the write."""
             doc = self.jobs.find_one({"_id": fire.job.id, "lease_token": fire.lease_token})
             if doc is None:
-                return False
+                return None
             job = _job(doc).advanced(fire, next_run_at)
             result = self.jobs.update_one(
                 {"_id": job.id, "lease_token": fire.lease_token, "version": doc["version"]},
@@ -332,11 +333,9 @@ class MongoStore:
             if fast():
                 return True
             for _ in range(5):  # an edit may land between our read and our write: read again
-                doc_exists = self.jobs.find_one({"_id": fire.job.id, "lease_token": fire.lease_token}, {"_id": 1})
-                if doc_exists is None:
-                    return False
-                if slow():
-                    return True
+                done = slow()
+                if done is not False:
+                    return bool(done)
             return False
 
         return self._call(advance)

@@ -10,9 +10,10 @@ import pytest
 
 from tests.support.factories import T0, make_job
 from tests.support.servers import free_port
-from ticklock.adapters.queue.sqs import QueueUnavailable, SQSQueue, decode_fire, sqs_client
+from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.domain.jobs import Fire, Lease, Trigger
 from ticklock.domain.schedules import CronSchedule
+from ticklock.errors import QueueUnavailable
 
 
 def make_fire(i: int) -> Fire:

@@ -6,6 +6,12 @@ The API maps them to HTTP statuses in one place (``ticklock.api.errors``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ticklock.domain.jobs import Fire
+
 
 class TicklockError(Exception):
     """Something went wrong in ticklock."""
@@ -72,3 +78,11 @@ class StoreUnavailable(TicklockError):
 
 class LockUnavailable(TicklockError):
     """The lock backend could not be reached or failed."""
+
+
+class QueueUnavailable(TicklockError):
+    """Fires could not be handed to the queue; ``fires`` are the ones not handed over."""
+
+    def __init__(self, message: str, fires: Sequence[Fire]) -> None:
+        super().__init__(message)
+        self.fires = list(fires)

@@ -201,7 +201,10 @@ class FireQueue(Protocol):
         ...
 
     def flush(self) -> None:
-        """Send what ``submit`` buffered (SQS sends ten at a time); the dispatcher calls it after each release."""
+        """Send what ``submit`` buffered (SQS sends ten at a time); the dispatcher calls it after each release.
+
+        Raises ``QueueUnavailable`` naming the fires that could not be handed over (``submit`` may too, when
+        it flushes a full buffer); the caller gives those back to the store so that they are claimed again."""
         ...
 
     def drain_unstarted(self) -> Sequence[Fire]:

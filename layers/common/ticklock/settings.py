@@ -16,6 +16,10 @@ from typing import Any
 from ticklock.errors import ConfigError
 
 LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
+# seconds of a Lambda runner's timeout kept for decoding, locking, recording and the final write (whose
+# retries through a store outage take up to 15.5 s) around the job's own timeout
+RUNNER_MARGIN = 30.0
+LAMBDA_CEILING = 900.0  # Lambda's 15-minute limit on any invocation
 
 Parser = Callable[[str], Any]
 
@@ -140,6 +144,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_days", "30", _float(0.001, 36_500.0), "finished executions older than this are pruned"),
     Setting("max_payload_bytes", "65536", _int(2, 16 * 1024 * 1024), "largest job payload accepted, as JSON"),
     Setting("max_timeout", "86400", _float(1.0, 7 * 86400.0), "largest job timeout accepted, in seconds"),
+    Setting(
+        "runner_timeout",
+        "0",
+        _float(0.0, LAMBDA_CEILING),
+        f"the Lambda runner's timeout (the Lambda deployment; 0 = not on Lambda): jobs' timeouts must leave "
+        f"{RUNNER_MARGIN:g} s of it",
+    ),
+    Setting(
+        "max_resumes",
+        "3",
+        _int(0, 100),
+        "times a fire cut off mid-run is run again on its execution; then (or at 0, as on Lambda) it is lost",
+    ),
+    Setting(
+        "max_receives",
+        "5",
+        _int(1, 1000),
+        "deliveries of one SQS message before it is dead-lettered (the queue's maxReceiveCount)",
+    ),
     Setting("events", "none", _events, "where execution events go: none, log, or eventbridge:<bus>"),
     Setting("pushgateway", "", _url, "push metrics to this Pushgateway URL (for processes nobody scrapes)"),
     Setting("queue_url", "", _url, "SQS queue between the tick and runner functions (the Lambda deployment)"),
@@ -180,6 +203,9 @@ class Settings:
     retention_days: float
     max_payload_bytes: int
     max_timeout: float
+    runner_timeout: float
+    max_resumes: int
+    max_receives: int
     events: str
     pushgateway: str
     queue_url: str
@@ -215,12 +241,35 @@ class Settings:
                 f"{name}: must be at least {least:g} s (the lock margin of {LOCK_MARGIN:g} s, the "
                 f"look-ahead and 1 s of queueing), got {values['lease_slack']:g}"
             )
+        runner = values["runner_timeout"]
+        if runner and runner <= RUNNER_MARGIN:
+            raise ConfigError(
+                f"TICKLOCK_RUNNER_TIMEOUT: must be more than {RUNNER_MARGIN:g} s (the runner's own margin), "
+                f"got {runner:g}"
+            )
         return cls(**values)
 
     @property
     def store_url(self) -> str:
         """The store as a URL: TICKLOCK_STORE, or the SQLite file TICKLOCK_DB names."""
         return self.store or f"sqlite:///{self.db}"
+
+    @property
+    def effective_max_timeout(self) -> float:
+        """The largest job timeout this deployment can honour."""
+        if self.runner_timeout:
+            return min(self.max_timeout, self.runner_timeout - RUNNER_MARGIN)
+        return self.max_timeout
+
+    @property
+    def max_timeout_reason(self) -> str:
+        """Why the limit is what it is, for the API's error message."""
+        if self.runner_timeout and self.runner_timeout - RUNNER_MARGIN < self.max_timeout:
+            return (
+                f"the Lambda runner times out after {self.runner_timeout:g} s and keeps {RUNNER_MARGIN:g} s "
+                "for recording and finalising the run"
+            )
+        return "TICKLOCK_MAX_TIMEOUT"
 
     @property
     def effective_queue_size(self) -> int:

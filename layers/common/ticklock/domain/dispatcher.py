@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from ticklock.clock import Clock
 from ticklock.domain.jobs import Fire
-from ticklock.errors import StoreUnavailable
+from ticklock.errors import QueueUnavailable, StoreUnavailable
 from ticklock.ports import FireQueue, Metrics, Store
 
 log = logging.getLogger("ticklock.dispatcher")
@@ -90,16 +90,29 @@ class Dispatcher:
     def release_due(self, now: datetime, stop: threading.Event | None = None) -> int:
         """Hand every held fire whose time has come to the queue (blocking while it is full)."""
         released = 0
-        while stop is None or not stop.is_set():
-            with self._mutex:
-                if not self._pending or self._pending[0][0] > now:
-                    break
-                _, _, fire = heapq.heappop(self._pending)
-            self.queue.submit(fire)
-            released += 1
-        if released:
-            self.queue.flush()
+        try:
+            while stop is None or not stop.is_set():
+                with self._mutex:
+                    if not self._pending or self._pending[0][0] > now:
+                        break
+                    _, _, fire = heapq.heappop(self._pending)
+                self.queue.submit(fire)
+                released += 1
+            if released:
+                self.queue.flush()
+        except QueueUnavailable as exc:
+            log.error("queue.unavailable", extra={"error": str(exc), "fires": len(exc.fires)})
+            self.give_back(exc.fires)
+            released -= len(exc.fires)
         return released
+
+    def give_back(self, fires: list[Fire]) -> None:
+        """Release claimed fires to the store untouched, so that the next claim takes them again."""
+        for fire in fires:
+            try:
+                self.store.release(fire.job.id, fire.lease_token)
+            except Exception as exc:  # noqa: BLE001 - the lease runs out instead; nothing is lost
+                log.warning("release.failed", extra={"job_id": fire.job.id, "error": str(exc)})
 
     def next_wake(self) -> datetime | None:
         with self._mutex:

@@ -6,7 +6,8 @@ Rules beyond the reference, each tested in tests/integration/test_lifecycle.py:
   margin, the fire is released untouched (``lease_expired``) and claimed afresh.
 * The execution row is unique per fire. Finding it final means a duplicate delivery: nothing runs, the
   job is advanced. Finding it RUNNING past its deadline (its owner died) or INTERRUPTED (a shutdown cut
-  it off) means the fire is resumed on the same row, at most ``MAX_RESUMES`` times, then given up as LOST.
+  it off) means the fire is resumed on the same row, at most ``max_resumes`` times (3 by default; 0 on
+  Lambda, where a runner that died mid-run is not trusted to be rerun), then given up as LOST.
 * A publisher or metrics failure is logged and never fails the run. A lock-backend outage follows
   ``lock_failure``: ``skip`` (default; the fire is skipped, counted and logged) or ``run`` (fail open:
   the unique execution row still stops a second run of the same fire).
@@ -87,6 +88,7 @@ class TaskRunner:
         invoker: Invoker,
         owner: str,
         lock_failure: LockFailure = LockFailure.SKIP,
+        max_resumes: int = MAX_RESUMES,
     ) -> None:
         self.store = store
         self.locker = locker
@@ -97,6 +99,7 @@ class TaskRunner:
         self.invoker = invoker
         self.owner = owner
         self.lock_failure = lock_failure
+        self.max_resumes = max_resumes
         self.shutdown = threading.Event()
 
     def run(self, fire: Fire) -> Outcome:
@@ -198,19 +201,9 @@ class TaskRunner:
         if existing.status is ExecutionStatus.RUNNING and not orphaned:
             self._skip(fire, SkipReason.RUNNING_ELSEWHERE)
             return SkipReason.RUNNING_ELSEWHERE
-        if existing.resumes >= MAX_RESUMES:
-            lost = existing.with_changes(
-                status=ExecutionStatus.LOST, finished_at=now, error=f"given up after {existing.resumes} resumes"
-            )
-            if self.store.finish_execution(lost):
-                log.error("execution.lost", extra={**fields, "execution_id": existing.id})
-                self._safely(
-                    "metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0
-                )
-                self._safely(
-                    "publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, fire.job.name)
-                )
-            self._advance(fire)
+        if existing.resumes >= self.max_resumes:
+            cause = "cut off" if existing.status is ExecutionStatus.INTERRUPTED else f"left running by {existing.owner}"
+            self._lose(fire, existing, f"{cause} and not run again: {existing.resumes} resume(s) of {self.max_resumes}")
             return SkipReason.GIVEN_UP
         resumed = existing.with_changes(
             status=ExecutionStatus.RUNNING,
@@ -235,6 +228,39 @@ class TaskRunner:
             },
         )
         return resumed
+
+    def give_up(self, fire: Fire, error: str) -> None:
+        """Record ``fire`` as LOST with ``error`` (unless its execution is already final) and advance its job:
+        for a fire that cannot be processed at all (a message about to be dead-lettered)."""
+        now = self.clock.now()
+        placeholder = Execution(
+            id=uuid.uuid4().hex,
+            job_id=fire.job.id,
+            fire_key=fire.key,
+            handler=fire.job.handler,
+            trigger=fire.trigger,
+            scheduled_at=fire.scheduled_at,
+            started_at=now,
+            deadline_at=now,
+            run_token=uuid.uuid4().hex,
+            owner=self.owner,
+        )
+        started = self.store.start_execution(placeholder)
+        execution = started.execution
+        live = execution.deadline_at + timedelta(seconds=LOCK_MARGIN) >= now
+        if execution.status.final or (not started.created and execution.status is ExecutionStatus.RUNNING and live):
+            return  # finished, or running somewhere right now: that run decides
+        self._lose(fire, execution, error)
+
+    def _lose(self, fire: Fire, execution: Execution, error: str) -> None:
+        now = self.clock.now()
+        lost = execution.with_changes(status=ExecutionStatus.LOST, finished_at=now, error=error)
+        fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat(), "execution_id": execution.id}
+        if self.store.finish_execution(lost):
+            log.error("execution.lost", extra={**fields, "error": error})
+            self._safely("metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0)
+            self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, fire.job.name))
+        self._advance(fire)
 
     # -- step 3 -----------------------------------------------------------------------------------
     def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any]) -> RunOutcome:

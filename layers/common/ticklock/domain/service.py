@@ -58,6 +58,7 @@ class Limits:
 
     max_timeout: float = 86400.0
     max_payload_bytes: int = 65536
+    max_timeout_reason: str = "TICKLOCK_MAX_TIMEOUT"
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,9 @@ class JobService:
             raise InvalidJob(f"unknown handler {handler!r}; registered handlers: {known}", field="handler")
         if not 0 < timeout <= self.limits.max_timeout:
             raise InvalidJob(
-                f"timeout must be more than 0 and at most {self.limits.max_timeout:g} seconds", field="timeout"
+                f"timeout must be more than 0 and at most {self.limits.max_timeout:g} seconds "
+                f"({self.limits.max_timeout_reason}), got {timeout:g}",
+                field="timeout",
             )
         if not 0 <= max_retries <= MAX_RETRIES:
             raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")

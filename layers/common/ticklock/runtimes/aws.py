@@ -1,86 +1,221 @@
 """The Lambda composition root: what the tick, runner and api functions share, built once per container.
 
 A warm container reuses everything built here (store client, Redis client, boto3 clients, the handler
-registry), so only a cold start pays for it.
+registry), so only a cold start pays for it. The three functions in ``functions/`` are thin: each calls
+one of ``tick``, ``run_batch`` or ``api`` below with ``container()``.
+
+Timing rules of the deployment (README, "Deploy on AWS"): the runner's timeout bounds every job's
+(``Settings.effective_max_timeout``); a fire message is valid while its claim lasts; a message that keeps
+failing is recorded as LOST on its last delivery and then dead-lettered by SQS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
-from ticklock.adapters.queue.sqs import decode_fire
+from ticklock.adapters.queue.sqs import SQSQueue, decode_fire
+from ticklock.api.app import configure
+from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
+from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
+from ticklock.domain.service import JobService, Limits
+from ticklock.domain.tick_loop import TickLoop
+from ticklock.errors import ConfigError
 from ticklock.handlers.registry import Registry, register_all
-from ticklock.ports import Publisher, Store
+from ticklock.ports import Locker, Publisher, Store
 from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store
 from ticklock.settings import Settings
 
 log = logging.getLogger("ticklock.lambda")
 
+TICK_MARGIN = 5.0  # seconds of the tick invocation kept for giving held fires back and flushing metrics
+
 
 @dataclass
 class Container:
-    """Everything a runner invocation needs, wired once."""
+    """Everything an invocation needs, wired once per Lambda environment."""
 
     settings: Settings
+    clock: Clock
+    owner: str
     store: Store
+    locker: Locker
     metrics: PrometheusMetrics
     publisher: Publisher
+    registry: Registry
     runner: TaskRunner
+    resolver: APIGatewayRestResolver | None = None  # the API's, built on its first request
 
 
 def build(settings: Settings, *, clock: Clock | None = None, registry: Registry | None = None) -> Container:
     clock = clock or SystemClock()
-    owner = settings.effective_owner
+    # a Lambda environment's log stream names it uniquely; host:pid does not
+    owner = settings.owner or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or settings.effective_owner
     metrics = build_metrics(settings, owner)
     store = build_store(settings, metrics)
+    locker = build_locker(settings, clock)
     publisher = build_publisher(settings, metrics)
+    registry = registry or register_all(Registry(), modules=settings.handler_modules)
+    invoker = Invoker()
+    invoker.on_abandoned = metrics.abandoned.set
     runner = TaskRunner(
         store=store,
-        locker=build_locker(settings, clock),
+        locker=locker,
         publisher=publisher,
         metrics=metrics,
-        registry=registry or register_all(Registry(), modules=settings.handler_modules),
+        registry=registry,
         clock=clock,
-        invoker=Invoker(),
+        invoker=invoker,
         owner=owner,
         lock_failure=LockFailure(settings.lock_failure),
+        max_resumes=settings.max_resumes,
     )
-    return Container(settings, store, metrics, publisher, runner)
+    return Container(settings, clock, owner, store, locker, metrics, publisher, registry, runner)
 
 
 @cache
 def container() -> Container:
     """The container of this Lambda environment (built on first use, then reused while warm)."""
-    return build(Settings.load())
+    settings = Settings.load()
+    configure_logging(settings.log_level)
+    return build(settings)
 
 
+_logger: Logger | None = None
+
+
+def configure_logging(level: str) -> Logger:
+    """powertools' JSON formatter on the root logger, so every ``ticklock.*`` line (and every handler's)
+    is one JSON object with the service, the Lambda context and its fields; ``run_batch`` adds the job
+    id and fire time of the record a thread is working on to each line it logs."""
+    global _logger
+    if _logger is None:
+        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "ticklock"), level=level.upper())
+        handler = _logger.registered_handler
+        root = logging.getLogger()
+        root.handlers[:] = [handler]
+        root.setLevel(level.upper())
+    return _logger
+
+
+def _thread_keys(**keys: str) -> None:
+    if _logger is not None:
+        _logger.thread_safe_append_keys(**keys)
+
+
+def _clear_thread_keys() -> None:
+    if _logger is not None:
+        _logger.thread_safe_clear_keys()
+
+
+# -- tick ---------------------------------------------------------------------------------------------------
+def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[str, Any]:
+    """One EventBridge invocation: per-second ticks for about a minute under the tick lease."""
+    s = box.settings
+    if not s.queue_url:
+        raise ConfigError("TICKLOCK_QUEUE_URL must name the SQS queue the tick function sends fires to")
+    if loop is None:
+        dispatcher = Dispatcher(
+            store=box.store,
+            queue=SQSQueue(s.queue_url),
+            clock=box.clock,
+            metrics=box.metrics,
+            owner=box.owner,
+            batch_size=s.batch_size,
+            lookahead=s.lookahead,
+            lease_slack=s.lease_slack,
+        )
+        loop = TickLoop(dispatcher=dispatcher, locker=box.locker, clock=box.clock)
+    remaining = context.get_remaining_time_in_millis() / 1000 if context is not None else 75.0
+    try:
+        return loop.run(budget=max(0.0, remaining - TICK_MARGIN)).as_dict()
+    finally:
+        box.metrics.flush()
+
+
+# -- runner -------------------------------------------------------------------------------------------------
 def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, Any]:
-    """Run an SQS batch of fires; a record that raises is reported as a batch item failure (retried, then
-    dead-lettered) and does not make the others run again. A skip is a success: it was handled."""
-    processor = BatchProcessor(event_type=EventType.SQS)
+    """Run an SQS batch of fires, each record on its own thread (so the runner's timeout bounds one job,
+    not a batch of them). A record that raises is reported as a batch item failure: SQS delivers it again,
+    and the others are not re-run. On its last delivery (``TICKLOCK_MAX_RECEIVES``, the queue's
+    maxReceiveCount) a failing fire is first recorded as LOST and its job advanced, then dead-lettered.
+    A skip is a success: the fire was handled."""
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    max_receives = box.settings.max_receives
 
-    def record_handler(record: SQSRecord) -> None:
+    def process(record: SQSRecord) -> None:
+        _thread_keys(message_id=record.message_id)
         try:
-            fire = decode_fire(record.body)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.error("fire.undecodable", extra={"message_id": record.message_id, "error": str(exc)})
-            raise
-        box.runner.run(fire)
+            try:
+                fire = decode_fire(record.body)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("fire.undecodable", extra={"error": str(exc), "body": record.body[:200]})
+                raise
+            _thread_keys(job_id=fire.job.id, fire_time=fire.scheduled_at.isoformat())
+            try:
+                box.runner.run(fire)
+            except Exception as exc:
+                deliveries = int(record.attributes.approximate_receive_count or 1)
+                log.exception("fire.failed", extra={"deliveries": deliveries, "max_receives": max_receives})
+                if deliveries >= max_receives:
+                    error = f"dead-lettered after {deliveries} deliveries: {type(exc).__name__}: {exc}"
+                    try:
+                        box.runner.give_up(fire, error)
+                    except Exception as inner:  # noqa: BLE001 - the claim's lease runs out and it is claimed again
+                        log.error("fire.give_up_failed", extra={"error": str(inner)})
+                raise
+        finally:
+            _clear_thread_keys()
+
+    async def record_handler(record: SQSRecord) -> None:
+        await asyncio.to_thread(process, record)
 
     try:
         return dict(
-            process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+            async_process_partial_response(
+                event=event, record_handler=record_handler, processor=processor, context=context
+            )
         )
     finally:
         box.publisher.flush(2.0)
         box.metrics.flush()
+
+
+# -- api ----------------------------------------------------------------------------------------------------
+def _resolver(box: Container) -> APIGatewayRestResolver:
+    if box.resolver is not None:
+        return box.resolver
+    s = box.settings
+    service = JobService(
+        box.store,
+        box.registry,
+        box.clock,
+        Limits(
+            max_timeout=s.effective_max_timeout,
+            max_payload_bytes=s.max_payload_bytes,
+            max_timeout_reason=s.max_timeout_reason,
+        ),
+    )
+    # API Gateway authorises (IAM) and throttles before the function runs; a token is an extra, optional check
+    resolver = APIGatewayRestResolver(enable_validation=True)
+    configure(resolver, ApiDeps(service, None), api_token=s.api_token)
+    box.resolver = resolver
+    return resolver
+
+
+def api(event: dict[str, Any], context: Any, box: Container) -> dict[str, Any]:
+    """One API Gateway (REST, proxy integration) request through the same routes as ``ticklock serve``."""
+    return dict(_resolver(box).resolve(event, context))

@@ -61,6 +61,7 @@ class LocalService:
             invoker=self.invoker,
             owner=self.owner,
             lock_failure=LockFailure(s.lock_failure),
+            max_resumes=s.max_resumes,
         )
         self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
         self.metrics.queue_depth.set_function(self.pool.depth)
@@ -78,7 +79,11 @@ class LocalService:
             self.store,
             self.registry,
             self.clock,
-            Limits(max_timeout=s.max_timeout, max_payload_bytes=s.max_payload_bytes),
+            Limits(
+                max_timeout=s.effective_max_timeout,
+                max_payload_bytes=s.max_payload_bytes,
+                max_timeout_reason=s.max_timeout_reason,
+            ),
         )
         self.app = local_app(
             ApiDeps(self.service, self.metrics.render),
@@ -112,11 +117,7 @@ class LocalService:
         for thread in self._threads:
             thread.join(timeout=10)
         unstarted = [*self.dispatcher.take_pending(), *self.pool.drain_unstarted()]
-        for fire in unstarted:
-            try:
-                self.store.release(fire.job.id, fire.lease_token)
-            except Exception as exc:  # noqa: BLE001 - one failed release must not stop the shutdown
-                log.warning("shutdown.release_failed", extra={"job_id": fire.job.id, "error": str(exc)})
+        self.dispatcher.give_back(unstarted)
         grace = self.settings.shutdown_grace
         log.info("shutdown.draining", extra={"released": len(unstarted), "running": self.pool.busy(), "grace": grace})
         if not self.pool.stop(grace):

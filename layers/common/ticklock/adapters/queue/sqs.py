@@ -19,18 +19,10 @@ from botocore.config import Config
 
 from ticklock.domain.jobs import Fire, Job, Lease, Trigger
 from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
-from ticklock.errors import TicklockError
+from ticklock.errors import QueueUnavailable
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 ATTEMPTS = 3
-
-
-class QueueUnavailable(TicklockError):
-    """Fires could not be put on the queue."""
-
-    def __init__(self, message: str, fires: Sequence[Fire]) -> None:
-        super().__init__(message)
-        self.fires = list(fires)
 
 
 def sqs_client(endpoint_url: str | None = None) -> Any:

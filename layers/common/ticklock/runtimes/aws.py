@@ -105,10 +105,19 @@ def configure_logging(level: str) -> Logger:
     if _logger is None:
         _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "ticklock"), level=level.upper())
         handler = _logger.registered_handler
+        handler.addFilter(_name_the_logger)
+        # the handler moves to the root logger alone: a logger named like the service ("ticklock") is the
+        # parent of ticklock's own loggers, and would print each of their lines twice
+        logging.getLogger(_logger.name).removeHandler(handler)
         root = logging.getLogger()
         root.handlers[:] = [handler]
         root.setLevel(level.upper())
     return _logger
+
+
+def _name_the_logger(record: logging.LogRecord) -> bool:
+    record.logger = record.name
+    return True
 
 
 def _thread_keys(**keys: str) -> None:
@@ -153,7 +162,9 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
     and the others are not re-run. On its last delivery (``TICKLOCK_MAX_RECEIVES``, the queue's
     maxReceiveCount) a failing fire is first recorded as LOST and its job advanced, then dead-lettered.
     A skip is a success: the fire was handled."""
-    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    # a batch whose records all failed is reported record by record too (SQS treats it the same as a failed
+    # invocation), so that every failure goes through the same receive-count rule
+    processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     max_receives = box.settings.max_receives
 
     def process(record: SQSRecord) -> None:

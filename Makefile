@@ -1,13 +1,14 @@
 # The two commands a new user needs:
 #   make serve   set up a virtual environment and run `ticklock serve` on the embedded SQLite store
 #   make test    set up the same environment, install the test servers (Redis, FerretDB, Pushgateway),
-#                and run the whole suite: ruff, mypy, pytest (the tests start and stop the servers)
+#                and run the whole suite: ruff, mypy, cfn-lint + `sam build`, pytest (the tests start
+#                and stop the servers)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test services lint typecheck bench clean
+.PHONY: serve test services lint typecheck sam-check bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +28,11 @@ typecheck: $(STAMP)
 services:
 	scripts/services.sh
 
-test: services lint typecheck
+# cfn-lint and `sam build` of the AWS deployment (the SAM CLI in its own venv, no Docker)
+sam-check:
+	scripts/sam-check.sh
+
+test: services lint typecheck sam-check
 	$(BIN)/pytest
 
 bench: $(STAMP) services

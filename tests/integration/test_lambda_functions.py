@@ -192,7 +192,7 @@ def test_api_function_serves_the_job_api_and_refuses_a_timeout_the_runner_cannot
     job = json.loads(created["body"])
     listed = api_fn.handler(event("api-list-jobs.json"), LambdaContext())
     assert listed["statusCode"] == 200
-    assert job["id"] in {j["id"] for j in json.loads(listed["body"])["jobs"]}
+    assert job["id"] in {j["id"] for j in json.loads(listed["body"])["items"]}
 
     too_long = event("api-create-job.json")
     body = json.loads(too_long["body"])

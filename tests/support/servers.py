@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -238,3 +239,25 @@ def start_pushgateway(workdir: Path) -> tuple[Server, str]:
 
     argv = [binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"]
     return Server("pushgateway", argv, ready, workdir / "pushgateway.log"), url
+
+
+def start_moto(workdir: Path) -> tuple[Server, str]:
+    """moto in server mode as a process of its own (the session's in-process one shares the tests' GIL,
+    which a load test cannot afford)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/moto-api/", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # moto's own command line logs every request, a tenth of its time under load: quiet, as a script
+    script = (
+        "import sys, threading; from moto.server import ThreadedMotoServer; "
+        "s = ThreadedMotoServer(ip_address='127.0.0.1', port=int(sys.argv[1]), verbose=False); "
+        "s.start(); threading.Event().wait()"
+    )
+    argv = [sys.executable, "-c", script, str(port)]
+    return Server("moto", argv, ready, workdir / "moto.log"), url

@@ -367,16 +367,18 @@ class TaskRunner:
             return fire.job.next_run_at
         return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
 
-    def _advance(self, fire: Fire) -> None:
+    def _advance(self, fire: Fire, *, expected: bool = True) -> None:
         now = self.clock.now()
-        if not self.store.advance(fire, next_run_at=self._next_run(fire, now), now=now):
+        if not self.store.advance(fire, next_run_at=self._next_run(fire, now), now=now) and expected:
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
 
     def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:
         fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
         self._safely("metrics.failed", fields, self.metrics.fire_skipped, fire.job.handler, reason.value)
         if reason in _ADVANCE_AFTER:
-            self._advance(fire)
+            # a duplicate's job was normally advanced by the run it duplicates: only a crash between the
+            # final write and the advance leaves it to be done here
+            self._advance(fire, expected=reason is not SkipReason.DUPLICATE)
         elif reason in _RELEASE_AFTER:
             self.store.release(fire.job.id, fire.lease_token)
         return Outcome(skipped=reason)

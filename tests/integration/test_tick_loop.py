@@ -72,9 +72,13 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
     store.close()
 
 
-def make_loop(store: SQLiteStore, locker: LocalLocker, queue: ListQueue, name: str, **kw: float) -> TickLoop:
+def make_loop(
+    store: SQLiteStore, locker: LocalLocker, queue: ListQueue, name: str, lookahead: float = 1.0, **kw: float
+) -> TickLoop:
     clock = SystemClock()
-    dispatcher = Watched(store=store, queue=queue, clock=clock, metrics=RecordingMetrics(), owner=name)
+    dispatcher = Watched(
+        store=store, queue=queue, clock=clock, metrics=RecordingMetrics(), owner=name, lookahead=lookahead
+    )
     options = {"run_for": 3.0, "overlap": 1.0, "wait_for_lease": 3.0, "check_every": 0.05, **kw}
     return TickLoop(dispatcher=dispatcher, locker=locker, clock=clock, **options)
 
@@ -117,10 +121,11 @@ def test_one_loop_at_a_time_a_duplicate_gives_up_and_the_next_minute_takes_over(
 
 def test_a_loop_ends_within_its_budget_and_gives_held_fires_back(store: SQLiteStore) -> None:
     clock = SystemClock()
-    # due in 1.5 s: claimed by the look-ahead, held, and still held when the budget ends
-    later = store.add_job(make_job("later", next_run_at=clock.now() + timedelta(seconds=1.5)))
+    # due in 3 s: claimed at once by a 5 s look-ahead, held, and still held when the 1 s budget ends
+    later = store.add_job(make_job("later", next_run_at=clock.now() + timedelta(seconds=3)))
     locker, queue = LocalLocker(clock), ListQueue()
-    report = make_loop(store, locker, queue, "short", run_for=60.0, overlap=10.0).run(budget=1.0)
+    loop = make_loop(store, locker, queue, "short", lookahead=5.0, run_for=60.0, overlap=10.0)
+    report = loop.run(budget=1.0)
     assert report.ran and report.given_back == 1 and queue.fires == []
     assert store.get_job(later.id).lease is None  # claimable again at once by the next loop
     assert locker.acquire("ticklock:tick", 1.0) is not None  # the lease was released

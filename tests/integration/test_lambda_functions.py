@@ -93,7 +93,7 @@ def deployment(
     aws.container.cache_clear()
     yield Deployment(sqs, queue_url, dlq_url, env)
     if aws.container.cache_info().currsize:
-        aws.container().store.close()
+        aws.container().close()
     aws.container.cache_clear()
     root.handlers[:], root.level = saved
     client: MongoClient[dict[str, Any]] = MongoClient(ferretdb_pg_uri)
@@ -249,7 +249,7 @@ def test_a_duplicate_delivery_never_runs_a_fire_twice(deployment: Deployment, tm
     assert results == [[], []]
     esm.deliver(messages)
     assert set(starts(calls).values()) == {1} and len(starts(calls)) == 5
-    box.store.close()
+    box.close()
 
 
 def test_a_fire_whose_runner_died_before_it_started_runs_once_when_the_message_returns(
@@ -269,7 +269,7 @@ def test_a_fire_whose_runner_died_before_it_started_runs_once_when_the_message_r
     [execution] = box.store.list_executions(job.id)
     assert execution.status is ExecutionStatus.SUCCESS
     assert sum(starts(calls).values()) == 1
-    box.store.close()
+    box.close()
 
 
 def test_a_fire_whose_runner_died_mid_run_is_recorded_as_lost_and_not_run_again(
@@ -312,7 +312,7 @@ def test_a_fire_whose_runner_died_mid_run_is_recorded_as_lost_and_not_run_again(
     after = box.store.get_job(job.id)
     assert after.next_run_at is not None and after.next_run_at > fire.scheduled_at and after.lease is None
     assert deployment.dead_letters() == []
-    box.store.close()
+    box.close()
 
 
 def test_a_poison_message_is_dead_lettered_after_three_receives_with_its_execution_recorded(
@@ -351,4 +351,4 @@ def test_a_poison_message_is_dead_lettered_after_three_receives_with_its_executi
     [ok] = box.store.list_executions(good.id)
     assert ok.status is ExecutionStatus.SUCCESS
     assert sum(starts(calls).values()) == 1
-    box.store.close()
+    box.close()

@@ -17,17 +17,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire
-from ticklock.api.app import configure
-from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.invoke import Invoker
@@ -39,6 +36,9 @@ from ticklock.handlers.registry import Registry, register_all
 from ticklock.ports import Locker, Publisher, Store
 from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store
 from ticklock.settings import Settings
+
+if TYPE_CHECKING:  # the API stack (powertools' resolver, OpenAPI, pydantic) is imported by the api function only
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 log = logging.getLogger("ticklock.lambda")
 
@@ -66,6 +66,13 @@ class Container:
     runner: TaskRunner
     pool: ThreadPoolExecutor  # the runner's threads, one per record of a batch
     resolver: APIGatewayRestResolver | None = None  # the API's, built on its first request
+
+    def close(self) -> None:
+        """Stop the threads and close the clients (Lambda never calls it: an environment just ends)."""
+        self.pool.shutdown(wait=False)
+        self.runner.invoker.close()
+        self.publisher.flush(1.0)
+        self.store.close()
 
 
 def build(settings: Settings, *, clock: Clock | None = None, registry: Registry | None = None) -> Container:
@@ -223,6 +230,11 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
 def _resolver(box: Container) -> APIGatewayRestResolver:
     if box.resolver is not None:
         return box.resolver
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from ticklock.api.app import configure
+    from ticklock.api.routes import ApiDeps
+
     s = box.settings
     service = JobService(
         box.store,

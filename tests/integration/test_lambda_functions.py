@@ -31,7 +31,7 @@ from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
 from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.jobs import Execution, ExecutionStatus
+from ticklock.domain.jobs import Execution, ExecutionStatus, Trigger
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
@@ -148,6 +148,23 @@ def test_tick_function_then_runner_function_run_every_fire_once(deployment: Depl
         )
         for i in range(10)
     ]
+    # history past TICKLOCK_RETENTION_DAYS (30): the tick's minute of housekeeping prunes it
+    idle = box.store.add_job(make_job("idle", next_run_at=None))
+    then = now - timedelta(days=40)
+    old = Execution(
+        id=uuid.uuid4().hex,
+        job_id=idle.id,
+        fire_key=f"{idle.id}:old",
+        handler="noop",
+        trigger=Trigger.SCHEDULE,
+        scheduled_at=then,
+        started_at=then,
+        deadline_at=then + timedelta(seconds=10),
+        run_token="old",
+        owner="long-gone",
+    )
+    box.store.start_execution(old)
+    assert box.store.finish_execution(old.with_changes(status=ExecutionStatus.SUCCESS, finished_at=then))
     esm = EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler)
     stop = threading.Event()
 
@@ -165,6 +182,7 @@ def test_tick_function_then_runner_function_run_every_fire_once(deployment: Depl
         poller.join()
     esm.drain(idle_polls=2)
     assert report["ran"] is True
+    assert box.store.list_executions(idle.id) == []
     fired = starts(calls)
     assert set(fired.values()) == {1}  # every fire ran once
     assert {job_id for job_id, _ in fired} == {j.id for j in jobs}

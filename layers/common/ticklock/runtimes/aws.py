@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -34,7 +35,7 @@ from ticklock.domain.tick_loop import TickLoop
 from ticklock.errors import ConfigError
 from ticklock.handlers.registry import Registry, register_all
 from ticklock.ports import Locker, Publisher, Store
-from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store
+from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
 from ticklock.settings import Settings
 
 if TYPE_CHECKING:  # the API stack (powertools' resolver, OpenAPI, pydantic) is imported by the api function only
@@ -165,9 +166,13 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
         )
         loop = TickLoop(dispatcher=dispatcher, locker=box.locker, clock=box.clock)
     remaining = context.get_remaining_time_in_millis() / 1000 if context is not None else 75.0
+    # the minute's housekeeping (history pruning, stale Pushgateway groups), as `ticklock serve` does it
+    chores = threading.Thread(target=housekeep, args=(s, box.store, box.clock), name="ticklock-housekeeping")
+    chores.start()
     try:
         return loop.run(budget=max(0.0, remaining - TICK_MARGIN)).as_dict()
     finally:
+        chores.join(timeout=1.0)
         box.metrics.flush()
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import uvicorn
 
-from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics, delete_stale_groups
+from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.api.app import local_app
 from ticklock.api.routes import ApiDeps
@@ -27,7 +26,7 @@ from ticklock.domain.invoke import Invoker
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
 from ticklock.handlers.registry import Registry, register_all
-from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store
+from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
 from ticklock.settings import Settings
 
 log = logging.getLogger("ticklock.service")
@@ -177,21 +176,8 @@ class LocalService:
         self.dispatcher.run(self._stop)
 
     def _housekeep(self) -> None:
-        s = self.settings
         while not self.clock.sleep(HOUSEKEEPING_EVERY, self._stop):
-            try:
-                gone = self.store.prune_executions(
-                    older_than=self.clock.now() - timedelta(days=s.retention_days), keep_per_job=s.retention_per_job
-                )
-                if gone:
-                    log.info("executions.pruned", extra={"deleted": gone})
-            except Exception as exc:  # noqa: BLE001 - pruning fails soft
-                log.warning("executions.prune_failed", extra={"error": str(exc)})
-            if s.pushgateway:
-                try:
-                    delete_stale_groups(s.pushgateway, stale_after=s.metrics_stale_after)
-                except Exception as exc:  # noqa: BLE001 - an odd answer must not end housekeeping
-                    log.warning("metrics.janitor_failed", extra={"error": str(exc)})
+            housekeep(self.settings, self.store, self.clock)
 
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):

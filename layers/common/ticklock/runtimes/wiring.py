@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
+
 from ticklock.adapters.events.basic import LogPublisher, NoPublisher
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.clock import Clock
@@ -50,3 +53,26 @@ def build_publisher(settings: Settings, metrics: PrometheusMetrics) -> Publisher
 
         return EventBridgePublisher(settings.events.removeprefix("eventbridge:"), on_drop=metrics.events_dropped.inc)
     return NoPublisher()
+
+
+log = logging.getLogger("ticklock.housekeeping")
+
+
+def housekeep(settings: Settings, store: Store, clock: Clock) -> None:
+    """Once a minute: prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no
+    process has pushed for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried again next time."""
+    try:
+        gone = store.prune_executions(
+            older_than=clock.now() - timedelta(days=settings.retention_days), keep_per_job=settings.retention_per_job
+        )
+        if gone:
+            log.info("executions.pruned", extra={"deleted": gone})
+    except Exception as exc:  # noqa: BLE001 - pruning fails soft
+        log.warning("executions.prune_failed", extra={"error": str(exc)})
+    if settings.pushgateway:
+        from ticklock.adapters.metrics.pushgateway import delete_stale_groups
+
+        try:
+            delete_stale_groups(settings.pushgateway, stale_after=settings.metrics_stale_after)
+        except Exception as exc:  # noqa: BLE001 - an odd answer must not end housekeeping
+            log.warning("metrics.janitor_failed", extra={"error": str(exc)})

@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +15,12 @@ from tests.support import servers
 from ticklock.adapters.store.mongo import MongoStore, shared_client
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.ports import Store
+
+if TYPE_CHECKING:
+    from ticklock.adapters.alerts.mongo import MongoAlertStore
+    from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
+
+    AlertStoreForTests = SQLiteAlertStore | MongoAlertStore
 
 # FerretDB runs on both its backends: SQLite (as issue 3 asks) and PostgreSQL, which the replica tests
 # and the benchmark need (measured here: the SQLite backend manages ~220 updates/s and slows under
@@ -119,3 +126,20 @@ def moto_endpoint() -> Iterator[str]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture
+def alert_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[AlertStoreForTests]:
+    """A fresh alert store (the scanner's data) on every adapter of the AlertStore port."""
+    from ticklock.adapters.alerts.mongo import MongoAlertStore
+    from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
+
+    if store_kind == "sqlite":
+        sqlite = SQLiteAlertStore(tmp_path / "alerts.db")
+        yield sqlite
+        sqlite.close()
+        return
+    uri = str(request.getfixturevalue("mongodb_uri"))
+    database = f"a{uuid.uuid4().hex[:12]}"
+    yield MongoAlertStore(uri, database=database)
+    shared_client(uri).drop_database(database)

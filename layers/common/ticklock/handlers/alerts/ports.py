@@ -1,0 +1,48 @@
+"""The scanner's ports: where alerts, parts and notifications live, and how email goes out.
+
+Adapters: ``ticklock.adapters.alerts`` (MongoDB, SQLite) and ``ticklock.adapters.email`` (SMTP, SES);
+every store adapter passes ``tests/contract/test_alert_store.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from ticklock.handlers.alerts.documents import Alert, AlertUpdate, Notification
+
+
+class AlertStore(Protocol):
+    def alerts_after(self, after: str | None, limit: int) -> list[Alert]:
+        """Up to ``limit`` alert documents with at least one rule, in id order, with ids after ``after``."""
+        ...
+
+    def parts(self, part_ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        """The part documents with these ids (missing ones are absent)."""
+        ...
+
+    def write_back(self, updates: Sequence[AlertUpdate], now: datetime) -> int:
+        """Apply the updates in one bulk write, each only if its alert is unchanged since it was read
+        (by another scanner, or by the product's backend); returns how many were applied."""
+        ...
+
+    def add_notifications(self, notes: Sequence[Notification]) -> int:
+        """Insert the notifications whose id is new; an existing id is left as it is. Returns how many
+        were inserted."""
+        ...
+
+    def claim_emails(self, *, now: datetime, limit: int, lease: timedelta) -> list[Notification]:
+        """Up to ``limit`` notifications whose email is pending (or was claimed and its claim ran out),
+        marked ``sending`` until ``now + lease``: a concurrent scanner does not claim them too."""
+        ...
+
+    def finish_email(self, note_id: str, *, sent: bool, error: str | None, now: datetime, give_up: bool) -> None:
+        """Record a send: ``sent``, or back to ``pending`` with the error (``failed`` when ``give_up``)."""
+        ...
+
+
+class EmailSender(Protocol):
+    async def send(self, to: str, subject: str, body: str) -> None:
+        """Send one email; raise on failure (the notification stays pending and is retried next run)."""
+        ...

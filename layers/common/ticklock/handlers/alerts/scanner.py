@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,6 +79,16 @@ class Scanner:
     async def scan(self, deadline: datetime) -> ScanReport:
         report = ScanReport()
         lookups = asyncio.Semaphore(self.limits.lookups)
+        # threads of its own for the lookups: asyncio's default pool (cpus + 4) would cap them below 50
+        self._pool = ThreadPoolExecutor(self.limits.lookups, thread_name_prefix="ticklock-alerts")
+        try:
+            await self._scan(deadline, lookups, report)
+        finally:
+            self._pool.shutdown(wait=False)
+        self.log.info("alerts.scanned", extra=report.as_dict())
+        return report
+
+    async def _scan(self, deadline: datetime, lookups: asyncio.Semaphore, report: ScanReport) -> None:
         after: str | None = None
         while True:
             if self.now() >= deadline - self.limits.margin:
@@ -91,8 +102,6 @@ class Scanner:
             report.alerts += len(alerts)
             await self._batch(alerts, lookups, report)
             await self.send_emails(deadline, report)
-        self.log.info("alerts.scanned", extra=report.as_dict())
-        return report
 
     async def _batch(self, alerts: Sequence[Alert], lookups: asyncio.Semaphore, report: ScanReport) -> None:
         now = self.now()
@@ -105,7 +114,7 @@ class Scanner:
 
         async def lookup(ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
             async with lookups:  # a permit per lookup in flight
-                return await asyncio.to_thread(self.store.parts, ids)
+                return await asyncio.get_running_loop().run_in_executor(self._pool, self.store.parts, ids)
 
         parts: dict[str, Mapping[str, Any]] = {}
         for found in await asyncio.gather(*(lookup(c) for c in chunks)):

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Serve, run_cli, wait_for
+from tests.integration.test_system_jobs import alerts_fixture
+from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
 
 pytestmark = pytest.mark.e2e
 
@@ -145,3 +147,18 @@ def test_a_token_protects_the_api_and_loopback_is_forced_without_one(start: Call
     assert anonymous.status_code == 401
     assert guarded.client.get("/health", headers={"Authorization": ""}).status_code == 200
     guarded.terminate()
+
+
+def test_ticklock_serve_seeds_the_alert_scan_and_runs_it(start: Callable[..., Serve], tmp_path: Path) -> None:
+    db = tmp_path / "ticklock.db"
+    alerts_fixture(db)  # the embedded store holds the product's data too
+    serve = start(db)
+    jobs = serve.client.get("/jobs").json()["items"]
+    [scan] = [j for j in jobs if j["name"] == "system:alerts.scan"]
+    assert scan["handler"] == "alerts.scan" and scan["timeout"] == 600
+    assert serve.client.post(f"/jobs/{scan['id']}/trigger").status_code in (200, 202)
+    [done] = wait_for(lambda: [e for e in serve.executions(scan["id"]) if e["status"] != "running"])
+    assert done["status"] == "success", done
+    data = SQLiteAlertStore(db)
+    assert sorted(n.id for n in data.notifications()) == ["a1:eol:new", "a1:risk:new"]
+    data.close()

@@ -224,13 +224,28 @@ def test_range_bounds_are_inclusive(name: str, value: str, expected: object) -> 
     assert getattr(s, name) == expected
 
 
-def test_as_dict_hides_the_api_token() -> None:
-    s = Settings.load(environ={"TICKLOCK_API_TOKEN": "secret-value"})
+def test_as_dict_hides_the_api_token_and_the_email_url() -> None:
+    s = Settings.load(
+        environ={"TICKLOCK_API_TOKEN": "secret-value", "TICKLOCK_EMAIL": "smtp://me:mail-password@mail:587"}
+    )
     data = s.as_dict()
     assert "api_token" not in data
-    assert "secret-value" not in repr(data)
+    assert "secret-value" not in repr(data) and "mail-password" not in repr(data)
     assert data["port"] == 8080
-    assert set(data) == {s.name for s in SETTINGS} - {"api_token"}
+    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email"}
+
+
+def test_email_is_smtp_or_ses_or_nothing() -> None:
+    assert Settings.load(environ={"TICKLOCK_EMAIL": "ses"}).email == "ses"
+    assert Settings.load(environ={}).email == ""
+    with pytest.raises(ConfigError, match="TICKLOCK_EMAIL: expected empty, ses, or an smtp://"):
+        Settings.load(environ={"TICKLOCK_EMAIL": "sendmail"})
+
+
+def test_the_product_store_defaults_to_the_job_store() -> None:
+    assert Settings.load(environ={"TICKLOCK_DB": "/tmp/x.db"}).product_store_url == "sqlite:////tmp/x.db"
+    other = Settings.load(environ={"TICKLOCK_PRODUCT_STORE": "mongodb://db/product"})
+    assert other.product_store_url == "mongodb://db/product"
 
 
 def test_settings_are_frozen() -> None:

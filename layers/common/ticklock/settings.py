@@ -102,6 +102,13 @@ def _url(text: str) -> str:
     return value
 
 
+def _email(text: str) -> str:
+    text = text.strip()
+    if text and text != "ses" and not text.startswith(("smtp://", "smtps://")):
+        raise ValueError(f"expected empty, ses, or an smtp:// / smtps:// URL, got {text!r}")
+    return text
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -176,6 +183,21 @@ SETTINGS: tuple[Setting, ...] = (
         _choice("skip", "run"),
         "when the lock backend fails: skip the fire (counted) or run it (the store still allows one run)",
     ),
+    Setting(
+        "product_store",
+        "",
+        _store,
+        "where the product handlers' data lives (alerts, parts, notifications): empty = the job store",
+    ),
+    Setting(
+        "email",
+        "",
+        _email,
+        "how alert emails go: empty = not sent (kept pending), smtp://user:pass@host:587, smtps://…:465, or ses",
+    ),
+    Setting("email_from", "ticklock@localhost", _text, "the From address of alert emails"),
+    Setting("system_jobs", "alerts.scan", _names, "system jobs seeded at boot, by handler name (empty = none)"),
+    Setting("alerts_every", "86400", _int(60, 30 * 86400), "seconds between alert scans (the seeded job's interval)"),
     Setting("handler_modules", "", _names, "comma-separated modules whose register(registry) adds handlers"),
     Setting("log_level", "INFO", _choice("debug", "info", "warning", "error"), "log level"),
     Setting("log_format", "json", _choice("json", "text"), "json: one object per line; text: for humans"),
@@ -212,6 +234,11 @@ class Settings:
     push_interval: float
     metrics_stale_after: float
     lock_failure: str
+    product_store: str
+    email: str
+    email_from: str
+    system_jobs: tuple[str, ...]
+    alerts_every: int
     handler_modules: tuple[str, ...]
     log_level: str
     log_format: str
@@ -255,6 +282,11 @@ class Settings:
         return self.store or f"sqlite:///{self.db}"
 
     @property
+    def product_store_url(self) -> str:
+        """Where the product handlers' data lives: TICKLOCK_PRODUCT_STORE, else the job store."""
+        return self.product_store or self.store_url
+
+    @property
     def effective_max_timeout(self) -> float:
         """The largest job timeout this deployment can honour."""
         if self.runner_timeout:
@@ -280,7 +312,7 @@ class Settings:
         return self.owner or f"{socket.gethostname()}:{os.getpid()}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_token"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("api_token", "email")}
 
 
 def markdown_table() -> str:

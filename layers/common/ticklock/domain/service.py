@@ -17,7 +17,7 @@ from typing import Any
 from ticklock.clock import Clock
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import OnceSchedule, Schedule
-from ticklock.errors import ConflictError, InvalidJob, StaleVersion
+from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
 from ticklock.handlers.registry import Registry
 from ticklock.ports import Store
 
@@ -102,6 +102,23 @@ class JobService:
             updated_at=now,
         )
         return self.store.add_job(job)
+
+    def seed(self, spec: JobSpec) -> tuple[Job, bool]:
+        """Create ``spec`` unless a job of that name exists; returns (the job, created).
+
+        Idempotent by name, and safe when several processes seed at once (the name is unique in the
+        store: one insert wins, the others find it). An existing job is returned as it is, so an
+        operator's later changes to a system job (its schedule, a pause) survive every restart."""
+        existing = self.store.find_job_by_name(spec.name)
+        if existing is not None:
+            return existing, False
+        try:
+            return self.create(spec), True
+        except DuplicateJobName:
+            found = self.store.find_job_by_name(spec.name)
+            if found is None:  # deleted in between: the next start seeds it again
+                raise
+            return found, False
 
     def update(self, job_id: str, changes: Mapping[str, Any]) -> Job:
         """Apply a partial change; a new schedule restarts from now."""

@@ -34,6 +34,7 @@ from ticklock.domain.service import JobService, Limits
 from ticklock.domain.tick_loop import TickLoop
 from ticklock.errors import ConfigError
 from ticklock.handlers.registry import Registry, register_all
+from ticklock.handlers.system import seed
 from ticklock.ports import Locker, Publisher, Store
 from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
 from ticklock.settings import Settings
@@ -108,7 +109,9 @@ def container() -> Container:
     """The container of this Lambda environment (built on first use, then reused while warm)."""
     settings = Settings.load()
     configure_logging(settings.log_level)
-    return build(settings)
+    box = build(settings)
+    seed(_service(box), settings)  # idempotent by name: every cold start may try
+    return box
 
 
 _logger: Logger | None = None
@@ -232,16 +235,9 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
 
 
 # -- api ----------------------------------------------------------------------------------------------------
-def _resolver(box: Container) -> APIGatewayRestResolver:
-    if box.resolver is not None:
-        return box.resolver
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-    from ticklock.api.app import configure
-    from ticklock.api.routes import ApiDeps
-
+def _service(box: Container) -> JobService:
     s = box.settings
-    service = JobService(
+    return JobService(
         box.store,
         box.registry,
         box.clock,
@@ -251,6 +247,18 @@ def _resolver(box: Container) -> APIGatewayRestResolver:
             max_timeout_reason=s.max_timeout_reason,
         ),
     )
+
+
+def _resolver(box: Container) -> APIGatewayRestResolver:
+    if box.resolver is not None:
+        return box.resolver
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from ticklock.api.app import configure
+    from ticklock.api.routes import ApiDeps
+
+    s = box.settings
+    service = _service(box)
     # API Gateway authorises (IAM) and throttles before the function runs; a token is an extra, optional check
     resolver = APIGatewayRestResolver(enable_validation=True)
     configure(resolver, ApiDeps(service, None), api_token=s.api_token)

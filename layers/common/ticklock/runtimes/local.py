@@ -26,6 +26,7 @@ from ticklock.domain.invoke import Invoker
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
 from ticklock.handlers.registry import Registry, register_all
+from ticklock.handlers.system import seed
 from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
 from ticklock.settings import Settings
 
@@ -95,6 +96,7 @@ class LocalService:
 
     def start(self) -> None:
         """Start dispatching and housekeeping in background threads."""
+        seed(self.service, self.settings)
         loops = [("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)]
         if isinstance(self.metrics, PushgatewayMetrics):
             loops.append(("ticklock-metrics-push", self._push_metrics))

@@ -1,0 +1,1 @@
+"""Adapters for the alert scanner's ``EmailSender`` port: SMTP and Amazon SES."""

@@ -1,0 +1,97 @@
+"""``alerts.scan``: the scanner as a registered handler, wired from the settings on its first run.
+
+Registered through ticklock's ``ticklock.handlers`` entry point (``register``). Its data is at
+``TICKLOCK_PRODUCT_STORE`` (default: the job store), its email goes by ``TICKLOCK_EMAIL``. The payload
+may tune the run: ``{"batch": 200, "lookups": 50, "sends": 10}`` (whole numbers within 1-1000).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ticklock.handlers.alerts.ports import AlertStore, EmailSender
+from ticklock.handlers.alerts.scanner import ScanLimits, Scanner
+from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.settings import Settings
+
+NAME = "alerts.scan"
+TUNABLE = ("batch", "lookups", "sends")
+
+
+@dataclass(frozen=True)
+class ScannerDeps:
+    store: AlertStore
+    email: EmailSender | None
+
+
+_deps: dict[tuple[str, str, str], ScannerDeps] = {}  # by what they were built from
+_deps_mutex = threading.Lock()
+
+
+def build_deps(settings: Settings) -> ScannerDeps:
+    """The scanner's adapters, chosen by the settings."""
+    url = settings.product_store_url
+    store: AlertStore
+    if url.startswith("sqlite:///"):
+        from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
+
+        store = SQLiteAlertStore(url.removeprefix("sqlite:///"))
+    else:
+        from ticklock.adapters.alerts.mongo import MongoAlertStore
+
+        store = MongoAlertStore(url)
+    email: EmailSender | None = None
+    if settings.email == "ses":
+        from ticklock.adapters.email.ses import SESSender
+
+        email = SESSender(settings.email_from)
+    elif settings.email:
+        from ticklock.adapters.email.smtp import SMTPSender
+
+        email = SMTPSender.from_url(settings.email, settings.email_from)
+    return ScannerDeps(store, email)
+
+
+def deps() -> ScannerDeps:
+    """Built once per process (per warm Lambda environment) and reused."""
+    settings = Settings.load()
+    key = (settings.product_store_url, settings.email, settings.email_from)
+    with _deps_mutex:
+        if key not in _deps:
+            _deps[key] = build_deps(settings)
+        return _deps[key]
+
+
+def limits_from(payload: Any) -> ScanLimits:
+    values: dict[str, int] = {}
+    for name in TUNABLE:
+        value = payload.get(name) if isinstance(payload, dict) else None
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+            raise ValueError(f"payload.{name} must be a whole number from 1 to 1000, got {value!r}")
+        values[name] = value
+    default = ScanLimits()
+    return replace(
+        default,
+        batch=values.get("batch", default.batch),
+        lookups=values.get("lookups", default.lookups),
+        sends=values.get("sends", default.sends),
+    )
+
+
+async def scan(ctx: HandlerContext) -> None:
+    """Evaluate the users' alert rules; notify (and email) on each change."""
+    found = deps()
+    scanner = Scanner(
+        found.store, email=found.email, now=ctx.now, limits=limits_from(dict(ctx.payload)), log=ctx.logger
+    )
+    report = await scanner.scan(ctx.deadline)
+    if found.email is None and report.triggered:
+        ctx.logger.warning("alerts.email_not_configured", extra={"reason": "TICKLOCK_EMAIL is empty"})
+
+
+def register(registry: Registry) -> None:
+    registry.register(NAME, scan)

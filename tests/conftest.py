@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -142,4 +142,21 @@ def alert_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest)
     uri = str(request.getfixturevalue("mongodb_uri"))
     database = f"a{uuid.uuid4().hex[:12]}"
     yield MongoAlertStore(uri, database=database)
+    shared_client(uri).drop_database(database)
+
+
+@pytest.fixture
+def catalogue_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh catalogue store (the walk's data) on every adapter of the CatalogueStore port."""
+    from ticklock.adapters.catalogue.mongo import MongoCatalogueStore
+    from ticklock.adapters.catalogue.sqlite import SQLiteCatalogueStore
+
+    if store_kind == "sqlite":
+        sqlite = SQLiteCatalogueStore(tmp_path / "catalogue.db")
+        yield sqlite
+        sqlite.close()
+        return
+    uri = str(request.getfixturevalue("mongodb_uri"))
+    database = f"c{uuid.uuid4().hex[:12]}"
+    yield MongoCatalogueStore(uri, database=database)
     shared_client(uri).drop_database(database)

@@ -9,11 +9,14 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.lambda_sqs import LambdaContext
+from tests.support.vendor import VendorServer, vendor_server
 from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
+from ticklock.adapters.catalogue.sqlite import SQLiteCatalogueStore
 from ticklock.adapters.queue.sqs import encode_fire
 from ticklock.clock import SystemClock
 from ticklock.domain.jobs import Fire
@@ -73,7 +76,7 @@ def test_no_system_jobs_when_none_are_asked_for_and_a_clear_error_for_an_unknown
     store = open_store()
     seed(service(store), Settings.load(environ={"TICKLOCK_SYSTEM_JOBS": ""}))
     assert store.list_jobs() == []
-    message = "TICKLOCK_SYSTEM_JOBS: no system job 'reports.weekly'; known: alerts.scan"
+    message = "TICKLOCK_SYSTEM_JOBS: no system job 'reports.weekly'; known: alerts.scan, catalogue.spot_prices"
     with pytest.raises(ConfigError, match=re.escape(message)):
         seed(service(store), Settings.load(environ={"TICKLOCK_SYSTEM_JOBS": "reports.weekly"}))
 
@@ -97,50 +100,76 @@ def alerts_fixture(db: Path) -> None:
     data.close()
 
 
-def test_the_runner_function_runs_the_seeded_alert_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def run_on_lambda(box: Any, name: str) -> Any:
+    """Claim the seeded job ``name`` now and run its fire through the runner function's batch handling."""
+    from ticklock.runtimes import aws
+
+    [job] = [j for j in box.store.list_jobs() if j.name == name]
+    now = box.clock.now()
+    box.store.update_job(job.with_changes(next_run_at=now), expected_version=job.version)
+    [claimed] = box.store.claim_due(now=now, horizon=now, limit=10, owner="tick", slack=timedelta(seconds=60))
+    record = {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": encode_fire(Fire.of(claimed)),
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:fires",
+        "awsRegion": "us-east-1",
+    }
+    assert aws.run_batch({"Records": [record]}, LambdaContext(timeout=900), box) == {"batchItemFailures": []}
+    [execution] = box.store.list_executions(job.id)
+    assert execution.status.value == "success", execution.error
+    return job
+
+
+def test_the_runner_function_runs_the_seeded_system_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ticklock.runtimes import aws
 
     db = tmp_path / "lambda.db"
     alerts_fixture(db)
-    monkeypatch.setenv("TICKLOCK_DB", str(db))
-    monkeypatch.setenv("TICKLOCK_RUNNER_TIMEOUT", "900")
-    monkeypatch.setenv("TICKLOCK_MAX_RESUMES", "0")
-    aws.container.cache_clear()
-    try:
-        box = aws.container()  # a cold start: seeds the system jobs
-        [job] = [j for j in box.store.list_jobs() if j.name == "system:alerts.scan"]
-        assert job.timeout == 600
-        now = box.clock.now()
-        box.store.update_job(job.with_changes(next_run_at=now), expected_version=job.version)
-        [claimed] = box.store.claim_due(now=now, horizon=now, limit=10, owner="tick", slack=timedelta(seconds=60))
-        event = {
-            "Records": [
-                {
-                    "messageId": "m1",
-                    "receiptHandle": "r1",
-                    "body": encode_fire(Fire.of(claimed)),
-                    "attributes": {"ApproximateReceiveCount": "1"},
-                    "messageAttributes": {},
-                    "md5OfBody": "",
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:fires",
-                    "awsRegion": "us-east-1",
-                }
-            ]
-        }
-        assert aws.run_batch(event, LambdaContext(timeout=900), box) == {"batchItemFailures": []}
-        [execution] = box.store.list_executions(job.id)
-        assert execution.status.value == "success", execution.error
-        data = SQLiteAlertStore(db)
-        assert len(data.notifications()) == 2
-        data.close()
-    finally:
-        if aws.container.cache_info().currsize:
-            aws.container().close()
+    catalogue = SQLiteCatalogueStore(db)
+    catalogue.put_parts([{"_id": f"q{i}", "mpn": f"MPN-{i}"} for i in range(3)])
+    catalogue.close()
+    with vendor_server() as vendor:
+        for key, value in {
+            "TICKLOCK_DB": str(db),
+            "TICKLOCK_RUNNER_TIMEOUT": "900",
+            "TICKLOCK_MAX_RESUMES": "0",
+            "TICKLOCK_VENDOR_URL": vendor.url,
+            "TICKLOCK_VENDOR_KEY": vendor.key,
+        }.items():
+            monkeypatch.setenv(key, value)
         aws.container.cache_clear()
+        try:
+            box = aws.container()  # a cold start: seeds the system jobs
+            scan = run_on_lambda(box, "system:alerts.scan")
+            assert scan.timeout == 600
+            run_on_lambda(box, "system:catalogue.spot_prices")
+        finally:
+            if aws.container.cache_info().currsize:
+                aws.container().close()
+            aws.container.cache_clear()
+        assert vendor.requests == [["MPN-0", "MPN-1", "MPN-2"]]
+    data = SQLiteCatalogueStore(db)
+    assert len(data.notifications()) == 2
+    assert data.parts(["q1"])["q1"]["price"] == VendorServer.price("MPN-1")
+    data.close()
 
 
 def test_the_system_job_table_names_its_handlers() -> None:
     jobs = system_jobs(Settings.load(environ={"TICKLOCK_RUNNER_TIMEOUT": "120"}))
     assert jobs["alerts.scan"].timeout == 90  # what a 120 s Lambda runner allows
-    assert json.dumps(sorted(jobs)) == '["alerts.scan"]'
+    assert json.dumps(sorted(jobs)) == '["alerts.scan"]'  # the walk needs a vendor URL
+
+
+def test_the_catalogue_walk_is_seeded_once_a_vendor_is_configured(open_store: Callable[[], Store]) -> None:
+    store = open_store()
+    seed(service(store), Settings.load(environ={}))
+    assert [j.name for j in store.list_jobs()] == ["system:alerts.scan"]
+    seed(service(store), Settings.load(environ={"TICKLOCK_VENDOR_URL": "https://vendor.example/api"}))
+    walk = store.find_job_by_name("system:catalogue.spot_prices")
+    assert walk is not None and walk.handler == "catalogue.spot_prices"
+    assert walk.schedule == IntervalSchedule(3600) and walk.timeout == 900 and walk.max_retries == 0

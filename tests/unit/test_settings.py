@@ -232,7 +232,7 @@ def test_as_dict_hides_the_api_token_and_the_email_url() -> None:
     assert "api_token" not in data
     assert "secret-value" not in repr(data) and "mail-password" not in repr(data)
     assert data["port"] == 8080
-    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email"}
+    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email", "vendor_key"}
 
 
 def test_email_is_smtp_or_ses_or_nothing() -> None:

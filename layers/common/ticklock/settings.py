@@ -15,6 +15,7 @@ from typing import Any
 
 from ticklock.errors import ConfigError
 
+SECRET = ("api_token", "email", "vendor_key")  # kept out of logs: tokens, passwords in URLs, keys
 LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
 # seconds of a Lambda runner's timeout kept for decoding, locking, recording and the final write (whose
 # retries through a store outage take up to 15.5 s) around the job's own timeout
@@ -196,8 +197,18 @@ SETTINGS: tuple[Setting, ...] = (
         "how alert emails go: empty = not sent (kept pending), smtp://user:pass@host:587, smtps://…:465, or ses",
     ),
     Setting("email_from", "ticklock@localhost", _text, "the From address of alert emails"),
-    Setting("system_jobs", "alerts.scan", _names, "system jobs seeded at boot, by handler name (empty = none)"),
+    Setting(
+        "system_jobs",
+        "alerts.scan,catalogue.spot_prices",
+        _names,
+        "system jobs seeded at boot, by handler name (empty = none; the walk only with a vendor URL)",
+    ),
     Setting("alerts_every", "86400", _int(60, 30 * 86400), "seconds between alert scans (the seeded job's interval)"),
+    Setting("vendor_url", "", _url, "the spot-price vendor's API base URL (the catalogue walk)"),
+    Setting("vendor_key", "", _optional_text, "the vendor's API key (sent as X-Api-Key)"),
+    Setting("vendor_batch", "50", _int(1, 1000), "parts priced per vendor request"),
+    Setting("vendor_daily_quota", "1000", _int(1, 10_000_000), "vendor requests allowed per UTC day, all processes"),
+    Setting("catalogue_every", "3600", _int(60, 30 * 86400), "seconds between catalogue walks (the seeded job)"),
     Setting("handler_modules", "", _names, "comma-separated modules whose register(registry) adds handlers"),
     Setting("log_level", "INFO", _choice("debug", "info", "warning", "error"), "log level"),
     Setting("log_format", "json", _choice("json", "text"), "json: one object per line; text: for humans"),
@@ -239,6 +250,11 @@ class Settings:
     email_from: str
     system_jobs: tuple[str, ...]
     alerts_every: int
+    vendor_url: str
+    vendor_key: str | None
+    vendor_batch: int
+    vendor_daily_quota: int
+    catalogue_every: int
     handler_modules: tuple[str, ...]
     log_level: str
     log_format: str
@@ -312,7 +328,7 @@ class Settings:
         return self.owner or f"{socket.gethostname()}:{os.getpid()}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("api_token", "email")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRET}
 
 
 def markdown_table() -> str:

@@ -16,9 +16,12 @@ from ticklock.settings import Settings
 log = logging.getLogger("ticklock.system_jobs")
 
 
+KNOWN = ("alerts.scan", "catalogue.spot_prices")
+
+
 def system_jobs(settings: Settings) -> dict[str, JobSpec]:
-    """Every system job ticklock knows, by handler name."""
-    return {
+    """The system jobs the settings allow, by handler name (the walk needs a vendor URL)."""
+    jobs = {
         "alerts.scan": JobSpec(
             name="system:alerts.scan",
             handler="alerts.scan",
@@ -30,15 +33,28 @@ def system_jobs(settings: Settings) -> dict[str, JobSpec]:
             max_retries=0,
         ),
     }
+    if settings.vendor_url:
+        jobs["catalogue.spot_prices"] = JobSpec(
+            name="system:catalogue.spot_prices",
+            handler="catalogue.spot_prices",
+            schedule=IntervalSchedule(settings.catalogue_every),
+            payload={},
+            timeout=min(900.0, settings.effective_max_timeout),  # fifteen minutes of pages at most
+            max_retries=0,  # the next run resumes at the cursor
+        )
+    return jobs
 
 
 def seed(service: JobService, settings: Settings) -> None:
     """Create the system jobs ``TICKLOCK_SYSTEM_JOBS`` names that do not exist yet."""
-    known = system_jobs(settings)
+    configured = system_jobs(settings)
     for handler in settings.system_jobs:
-        spec = known.get(handler)
+        if handler not in KNOWN:
+            raise ConfigError(f"TICKLOCK_SYSTEM_JOBS: no system job {handler!r}; known: {', '.join(KNOWN)}")
+        spec = configured.get(handler)
         if spec is None:
-            raise ConfigError(f"TICKLOCK_SYSTEM_JOBS: no system job {handler!r}; known: {', '.join(sorted(known))}")
+            log.info("system_job.not_configured", extra={"handler": handler, "needs": "TICKLOCK_VENDOR_URL"})
+            continue
         job, created = service.seed(spec)
         log.info(
             "system_job.seeded" if created else "system_job.present", extra={"job_id": job.id, "job_name": job.name}

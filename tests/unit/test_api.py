@@ -369,7 +369,7 @@ def test_handlers(api: Harness) -> None:
     response = api.get("/handlers")
     assert response.status_code == 200
     handlers = {h["name"]: h for h in response.json()}
-    assert set(handlers) == {"noop", "http.check", "alerts.scan"}
+    assert set(handlers) == {"noop", "http.check", "alerts.scan", "catalogue.spot_prices"}
     assert handlers["noop"]["is_async"] is False
     assert handlers["http.check"]["is_async"] is True
     assert handlers["noop"]["description"]

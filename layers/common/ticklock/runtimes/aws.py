@@ -27,16 +27,23 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire
 from ticklock.clock import Clock, SystemClock
-from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.invoke import Invoker
-from ticklock.domain.lifecycle import LockFailure, TaskRunner
-from ticklock.domain.service import JobService, Limits
+from ticklock.domain.lifecycle import TaskRunner
+from ticklock.domain.service import JobService
 from ticklock.domain.tick_loop import TickLoop
 from ticklock.errors import ConfigError
 from ticklock.handlers.registry import Registry, register_all
 from ticklock.handlers.system import seed
 from ticklock.ports import Locker, Publisher, Store
-from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
+from ticklock.runtimes.wiring import (
+    build_dispatcher,
+    build_locker,
+    build_metrics,
+    build_publisher,
+    build_runner,
+    build_service,
+    build_store,
+    housekeep,
+)
 from ticklock.settings import Settings
 
 if TYPE_CHECKING:  # the API stack (powertools' resolver, OpenAPI, pydantic) is imported by the api function only
@@ -86,19 +93,15 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
     locker = build_locker(settings, clock)
     publisher = build_publisher(settings, metrics)
     registry = registry or register_all(Registry(), modules=settings.handler_modules)
-    invoker = Invoker()
-    invoker.on_abandoned = metrics.abandoned.set
-    runner = TaskRunner(
+    runner = build_runner(
+        settings,
         store=store,
         locker=locker,
         publisher=publisher,
         metrics=metrics,
         registry=registry,
         clock=clock,
-        invoker=invoker,
         owner=owner,
-        lock_failure=LockFailure(settings.lock_failure),
-        max_resumes=settings.max_resumes,
     )
     pool = ThreadPoolExecutor(max_workers=RUNNER_THREADS, thread_name_prefix="ticklock-runner")
     return Container(settings, clock, owner, store, locker, metrics, publisher, registry, runner, pool)
@@ -156,15 +159,13 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
     if not s.queue_url:
         raise ConfigError("TICKLOCK_QUEUE_URL must name the SQS queue the tick function sends fires to")
     if loop is None:
-        dispatcher = Dispatcher(
+        dispatcher = build_dispatcher(
+            s,
             store=box.store,
             queue=SQSQueue(s.queue_url),
             clock=box.clock,
             metrics=box.metrics,
             owner=box.owner,
-            batch_size=s.batch_size,
-            lookahead=s.lookahead,
-            lease_slack=s.lease_slack,
             send_ahead=SEND_AHEAD,
         )
         loop = TickLoop(dispatcher=dispatcher, locker=box.locker, clock=box.clock)
@@ -236,17 +237,7 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
 
 # -- api ----------------------------------------------------------------------------------------------------
 def _service(box: Container) -> JobService:
-    s = box.settings
-    return JobService(
-        box.store,
-        box.registry,
-        box.clock,
-        Limits(
-            max_timeout=s.effective_max_timeout,
-            max_payload_bytes=s.max_payload_bytes,
-            max_timeout_reason=s.max_timeout_reason,
-        ),
-    )
+    return build_service(box.settings, box.store, box.registry, box.clock)
 
 
 def _resolver(box: Container) -> APIGatewayRestResolver:

@@ -21,13 +21,18 @@ from ticklock.adapters.queue.local import WorkerPool
 from ticklock.api.app import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
-from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.invoke import Invoker
-from ticklock.domain.lifecycle import LockFailure, TaskRunner
-from ticklock.domain.service import JobService, Limits
 from ticklock.handlers.registry import Registry, register_all
 from ticklock.handlers.system import seed
-from ticklock.runtimes.wiring import build_locker, build_metrics, build_publisher, build_store, housekeep
+from ticklock.runtimes.wiring import (
+    build_dispatcher,
+    build_locker,
+    build_metrics,
+    build_publisher,
+    build_runner,
+    build_service,
+    build_store,
+    housekeep,
+)
 from ticklock.settings import Settings
 
 log = logging.getLogger("ticklock.service")
@@ -49,42 +54,23 @@ class LocalService:
         self.metrics = build_metrics(s, self.owner)
         self.store = build_store(s, self.metrics)
         self.publisher = build_publisher(s, self.metrics)
-        self.invoker = Invoker()
-        self.invoker.on_abandoned = self.metrics.abandoned.set
-        self.runner = TaskRunner(
+        self.runner = build_runner(
+            s,
             store=self.store,
             locker=build_locker(s, self.clock),
             publisher=self.publisher,
             metrics=self.metrics,
             registry=self.registry,
             clock=self.clock,
-            invoker=self.invoker,
             owner=self.owner,
-            lock_failure=LockFailure(s.lock_failure),
-            max_resumes=s.max_resumes,
         )
+        self.invoker = self.runner.invoker
         self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
         self.metrics.queue_depth.set_function(self.pool.depth)
-        self.dispatcher = Dispatcher(
-            store=self.store,
-            queue=self.pool,
-            clock=self.clock,
-            metrics=self.metrics,
-            owner=self.owner,
-            batch_size=s.batch_size,
-            lookahead=s.lookahead,
-            lease_slack=s.lease_slack,
+        self.dispatcher = build_dispatcher(
+            s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics, owner=self.owner
         )
-        self.service = JobService(
-            self.store,
-            self.registry,
-            self.clock,
-            Limits(
-                max_timeout=s.effective_max_timeout,
-                max_payload_bytes=s.max_payload_bytes,
-                max_timeout_reason=s.max_timeout_reason,
-            ),
-        )
+        self.service = build_service(s, self.store, self.registry, self.clock)
         self.app = local_app(
             ApiDeps(self.service, self.metrics.render),
             api_token=s.api_token,

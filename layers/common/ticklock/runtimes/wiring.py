@@ -8,7 +8,12 @@ from datetime import timedelta
 from ticklock.adapters.events.basic import LogPublisher, NoPublisher
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.clock import Clock
-from ticklock.ports import Locker, Publisher, Store
+from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.invoke import Invoker
+from ticklock.domain.lifecycle import LockFailure, TaskRunner
+from ticklock.domain.service import JobService, Limits
+from ticklock.handlers.registry import Registry
+from ticklock.ports import FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
 
 
@@ -53,6 +58,71 @@ def build_publisher(settings: Settings, metrics: PrometheusMetrics) -> Publisher
 
         return EventBridgePublisher(settings.events.removeprefix("eventbridge:"), on_drop=metrics.events_dropped.inc)
     return NoPublisher()
+
+
+def build_runner(
+    settings: Settings,
+    *,
+    store: Store,
+    locker: Locker,
+    publisher: Publisher,
+    metrics: PrometheusMetrics,
+    registry: Registry,
+    clock: Clock,
+    owner: str,
+) -> TaskRunner:
+    """The five steps, with an invoker that reports abandoned handler threads to the metrics."""
+    invoker = Invoker()
+    invoker.on_abandoned = metrics.abandoned.set
+    return TaskRunner(
+        store=store,
+        locker=locker,
+        publisher=publisher,
+        metrics=metrics,
+        registry=registry,
+        clock=clock,
+        invoker=invoker,
+        owner=owner,
+        lock_failure=LockFailure(settings.lock_failure),
+        max_resumes=settings.max_resumes,
+    )
+
+
+def build_dispatcher(
+    settings: Settings,
+    *,
+    store: Store,
+    queue: FireQueue,
+    clock: Clock,
+    metrics: PrometheusMetrics,
+    owner: str,
+    send_ahead: float = 0.0,
+) -> Dispatcher:
+    return Dispatcher(
+        store=store,
+        queue=queue,
+        clock=clock,
+        metrics=metrics,
+        owner=owner,
+        batch_size=settings.batch_size,
+        lookahead=settings.lookahead,
+        lease_slack=settings.lease_slack,
+        send_ahead=send_ahead,
+    )
+
+
+def build_service(settings: Settings, store: Store, registry: Registry, clock: Clock) -> JobService:
+    """Job use cases, within the limits this deployment can honour."""
+    return JobService(
+        store,
+        registry,
+        clock,
+        Limits(
+            max_timeout=settings.effective_max_timeout,
+            max_payload_bytes=settings.max_payload_bytes,
+            max_timeout_reason=settings.max_timeout_reason,
+        ),
+    )
 
 
 log = logging.getLogger("ticklock.housekeeping")

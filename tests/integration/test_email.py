@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from tests.support.servers import free_port
+from tests.support.servers import free_port, self_signed_certificate
 from ticklock.adapters.email.ses import SESSender, SESSendError
 from ticklock.adapters.email.smtp import SMTPSender, SMTPSendError
 
@@ -85,28 +84,7 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (its own CA) and its key, made by openssl."""
     folder = tmp_path_factory.mktemp("smtp-tls")
     crt, key = folder / "server.pem", folder / "server.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(crt),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    self_signed_certificate(crt, key)
     return crt, key
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import boto3
 
 from tests.support import handlers
 from tests.support.factories import make_job
+from tests.support.lambda_sqs import sqs_event
 from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, sqs_client
 from ticklock.clock import SystemClock
@@ -20,31 +20,6 @@ from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
 from ticklock.runtimes.aws import build, run_batch
 from ticklock.settings import Settings
-
-
-def sqs_event(messages: list[dict[str, Any]], arn: str) -> dict[str, Any]:
-    """The event Lambda's SQS event source mapping delivers, built from received messages."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "0",
-                    "SenderId": "x",
-                    "ApproximateFirstReceiveTimestamp": "0",
-                },
-                "messageAttributes": {},
-                "md5OfBody": hashlib.md5(m["Body"].encode()).hexdigest(),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
 
 
 def test_fires_go_through_sqs_and_a_poison_message_fails_alone(moto_endpoint: str, tmp_path: Path) -> None:

@@ -105,10 +105,8 @@ def start_redis(workdir: Path) -> tuple[Server, str]:
     return Server("redis", argv, _port_open(port), workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
 
 
-def start_redis_tls(workdir: Path, password: str) -> tuple[Server, str, Path]:
-    """Redis on TLS only, with a password; returns the server, a rediss:// URL and the CA certificate."""
-    port = free_port()
-    ca, cert, key = workdir / "ca.pem", workdir / "redis.pem", workdir / "redis.key"
+def self_signed_certificate(cert: Path, key: Path) -> None:
+    """A certificate for 127.0.0.1 that is its own authority, and its key, made by openssl."""
     subprocess.run(
         [
             "openssl",
@@ -131,6 +129,13 @@ def start_redis_tls(workdir: Path, password: str) -> tuple[Server, str, Path]:
         check=True,
         capture_output=True,
     )
+
+
+def start_redis_tls(workdir: Path, password: str) -> tuple[Server, str, Path]:
+    """Redis on TLS only, with a password; returns the server, a rediss:// URL and the CA certificate."""
+    port = free_port()
+    ca, cert, key = workdir / "ca.pem", workdir / "redis.pem", workdir / "redis.key"
+    self_signed_certificate(cert, key)
     shutil.copy(cert, ca)  # self-signed: the certificate is its own authority
     argv = [
         binary("redis-server"),

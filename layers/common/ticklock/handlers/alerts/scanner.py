@@ -78,17 +78,16 @@ class Scanner:
 
     async def scan(self, deadline: datetime) -> ScanReport:
         report = ScanReport()
-        lookups = asyncio.Semaphore(self.limits.lookups)
-        # threads of its own for the lookups: asyncio's default pool (cpus + 4) would cap them below 50
-        self._pool = ThreadPoolExecutor(self.limits.lookups, thread_name_prefix="ticklock-alerts")
+        # the lookups in flight are this pool's threads: asyncio's default pool (cpus + 4) would cap them
+        lookups = ThreadPoolExecutor(self.limits.lookups, thread_name_prefix="ticklock-alerts")
         try:
             await self._scan(deadline, lookups, report)
         finally:
-            self._pool.shutdown(wait=False)
+            lookups.shutdown(wait=False)
         self.log.info("alerts.scanned", extra=report.as_dict())
         return report
 
-    async def _scan(self, deadline: datetime, lookups: asyncio.Semaphore, report: ScanReport) -> None:
+    async def _scan(self, deadline: datetime, lookups: ThreadPoolExecutor, report: ScanReport) -> None:
         after: str | None = None
         while True:
             if self.now() >= deadline - self.limits.margin:
@@ -103,7 +102,7 @@ class Scanner:
             await self._batch(alerts, lookups, report)
             await self.send_emails(deadline, report)
 
-    async def _batch(self, alerts: Sequence[Alert], lookups: asyncio.Semaphore, report: ScanReport) -> None:
+    async def _batch(self, alerts: Sequence[Alert], lookups: ThreadPoolExecutor, report: ScanReport) -> None:
         now = self.now()
         due = [(alert, rule) for alert in alerts for rule in alert.rules if rule.due(now)]
         report.rules_due += len(due)
@@ -112,12 +111,9 @@ class Scanner:
         part_ids = sorted({alert.part_id for alert, _ in due})
         chunks = [part_ids[i : i + self.limits.chunk] for i in range(0, len(part_ids), self.limits.chunk)]
 
-        async def lookup(ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-            async with lookups:  # a permit per lookup in flight
-                return await asyncio.get_running_loop().run_in_executor(self._pool, self.store.parts, ids)
-
+        loop = asyncio.get_running_loop()
         parts: dict[str, Mapping[str, Any]] = {}
-        for found in await asyncio.gather(*(lookup(c) for c in chunks)):
+        for found in await asyncio.gather(*(loop.run_in_executor(lookups, self.store.parts, c) for c in chunks)):
             parts.update(found)
         verdicts: dict[str, dict[str, Verdict]] = {}
         notes: list[Notification] = []

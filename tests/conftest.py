@@ -128,21 +128,28 @@ def moto_endpoint() -> Iterator[str]:
             os.environ[key] = value
 
 
+def _product_store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest, sqlite_type: Any, mongo_type: Any
+) -> Iterator[Any]:
+    """A fresh product-data store of the given adapter types, on SQLite or in a database of its own."""
+    if store_kind == "sqlite":
+        sqlite = sqlite_type(tmp_path / "product.db")
+        yield sqlite
+        sqlite.close()
+        return
+    uri = str(request.getfixturevalue("mongodb_uri"))
+    database = f"p{uuid.uuid4().hex[:12]}"
+    yield mongo_type(uri, database=database)
+    shared_client(uri).drop_database(database)
+
+
 @pytest.fixture
 def alert_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[AlertStoreForTests]:
     """A fresh alert store (the scanner's data) on every adapter of the AlertStore port."""
     from ticklock.adapters.alerts.mongo import MongoAlertStore
     from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
 
-    if store_kind == "sqlite":
-        sqlite = SQLiteAlertStore(tmp_path / "alerts.db")
-        yield sqlite
-        sqlite.close()
-        return
-    uri = str(request.getfixturevalue("mongodb_uri"))
-    database = f"a{uuid.uuid4().hex[:12]}"
-    yield MongoAlertStore(uri, database=database)
-    shared_client(uri).drop_database(database)
+    yield from _product_store(store_kind, tmp_path, request, SQLiteAlertStore, MongoAlertStore)
 
 
 @pytest.fixture
@@ -151,12 +158,4 @@ def catalogue_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequ
     from ticklock.adapters.catalogue.mongo import MongoCatalogueStore
     from ticklock.adapters.catalogue.sqlite import SQLiteCatalogueStore
 
-    if store_kind == "sqlite":
-        sqlite = SQLiteCatalogueStore(tmp_path / "catalogue.db")
-        yield sqlite
-        sqlite.close()
-        return
-    uri = str(request.getfixturevalue("mongodb_uri"))
-    database = f"c{uuid.uuid4().hex[:12]}"
-    yield MongoCatalogueStore(uri, database=database)
-    shared_client(uri).drop_database(database)
+    yield from _product_store(store_kind, tmp_path, request, SQLiteCatalogueStore, MongoCatalogueStore)

@@ -32,16 +32,9 @@ _deps_mutex = threading.Lock()
 
 def build_deps(settings: Settings) -> ScannerDeps:
     """The scanner's adapters, chosen by the settings."""
-    url = settings.product_store_url
-    store: AlertStore
-    if url.startswith("sqlite:///"):
-        from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
+    from ticklock.adapters.product import open_product_store
 
-        store = SQLiteAlertStore(url.removeprefix("sqlite:///"))
-    else:
-        from ticklock.adapters.alerts.mongo import MongoAlertStore
-
-        store = MongoAlertStore(url)
+    store = open_product_store(settings.product_store_url)
     email: EmailSender | None = None
     if settings.email == "ses":
         from ticklock.adapters.email.ses import SESSender

@@ -34,17 +34,9 @@ def build_deps(settings: Settings) -> WalkDeps:
     if not settings.vendor_url:
         raise ConfigError("catalogue.spot_prices needs TICKLOCK_VENDOR_URL (and TICKLOCK_VENDOR_KEY)")
     from ticklock.adapters.catalogue.vendor import HttpVendor
+    from ticklock.adapters.product import open_product_store
 
-    url = settings.product_store_url
-    store: CatalogueStore
-    if url.startswith("sqlite:///"):
-        from ticklock.adapters.catalogue.sqlite import SQLiteCatalogueStore
-
-        store = SQLiteCatalogueStore(url.removeprefix("sqlite:///"))
-    else:
-        from ticklock.adapters.catalogue.mongo import MongoCatalogueStore
-
-        store = MongoCatalogueStore(url)
+    store = open_product_store(settings.product_store_url)
     limits = WalkLimits(batch=settings.vendor_batch, quota=settings.vendor_daily_quota)
     return WalkDeps(store, HttpVendor(settings.vendor_url, settings.vendor_key or ""), limits)
 

@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
-from ticklock.adapters.queue.sqs import SQSQueue, decode_fire
+from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import Clock, SystemClock
 from ticklock.domain.lifecycle import TaskRunner
 from ticklock.domain.service import JobService
@@ -152,6 +152,12 @@ def _clear_thread_keys() -> None:
         _logger.thread_safe_clear_keys()
 
 
+@cache
+def _sqs() -> Any:
+    """The SQS client of this environment: made on the first tick, reused by every later one."""
+    return sqs_client()
+
+
 # -- tick ---------------------------------------------------------------------------------------------------
 def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[str, Any]:
     """One EventBridge invocation: per-second ticks for about a minute under the tick lease."""
@@ -162,7 +168,7 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
         dispatcher = build_dispatcher(
             s,
             store=box.store,
-            queue=SQSQueue(s.queue_url),
+            queue=SQSQueue(s.queue_url, client=_sqs()),
             clock=box.clock,
             metrics=box.metrics,
             owner=box.owner,

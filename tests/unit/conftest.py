@@ -15,7 +15,7 @@ import pytest
 
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.api.app import local_app
+from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import FakeClock
 from ticklock.domain.invoke import Invoker

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ticklock import __version__
+
 START = datetime(2026, 1, 1, tzinfo=UTC)
 DROP = object()
 Harness = Any  # conftest.ApiHarness; conftest is not importable under --import-mode=importlib
@@ -378,7 +380,7 @@ def test_handlers(api: Harness) -> None:
 def test_health(api: Harness) -> None:
     response = api.get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "store": "ok"}
+    assert response.json() == {"status": "ok", "store": "ok", "store_error": None, "version": __version__}
 
 
 def test_openapi_lists_the_routes(api: Harness) -> None:
@@ -430,8 +432,8 @@ BAD_CREATES: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("cron-random", {"schedule": {"kind": "cron", "expr": "R R * * * *"}}, "schedule*.expr", "random"),
     ("cron-hashed", {"schedule": {"kind": "cron", "expr": "H 0 * * * *"}}, "schedule*.expr", "hashed"),
     ("once-overflow", {"schedule": {"kind": "once", "at": "9999-12-31T23:59:59-01:00"}}, "schedule*.at", "range"),
-    ("payload-deep", {"payload": _deep(40)}, "payload", "nested"),
-    ("payload-bigint", {"payload": {"n": 2**64}}, "payload", "64 bits"),
+    ("payload-deep", {"payload": _deep(40)}, "payload*", "nested"),
+    ("payload-bigint", {"payload": {"n": 2**64}}, "payload.n", "64 bits"),
     ("payload-nul-key", {"payload": {"a\x00b": 1}}, "payload", "NUL"),
     ("cron-descriptor", {"schedule": {"kind": "cron", "expr": "@often"}}, "schedule*.expr", "@often"),
     (

@@ -40,7 +40,8 @@ class JobNotFound(TicklockError):
     """No job has that id."""
 
     def __init__(self, job_id: str) -> None:
-        super().__init__(f"no job with id {job_id!r}")
+        shown = repr(job_id) if len(job_id) <= 64 else f"{job_id[:64]!r}... ({len(job_id)} characters)"
+        super().__init__(f"no job with id {shown}")
         self.job_id = job_id
 
 

@@ -137,6 +137,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", "127.0.0.1", _text, "address the API listens on; without an API token it is forced to 127.0.0.1"),
     Setting("port", "8080", _int(1, 65535), "port of the REST API and /metrics"),
     Setting("api_token", "", _optional_text, "bearer token the API requires; empty = no auth, loopback only"),
+    Setting(
+        "api_threads", "8", _int(1, 256), "threads that run API requests needing the store (others have their own)"
+    ),
+    Setting(
+        "api_max_in_flight",
+        "512",
+        _int(1, 100_000),
+        "API requests handled at once; beyond it a fast 503 with Retry-After",
+    ),
+    Setting(
+        "api_max_connections",
+        "2048",
+        _int(16, 1_000_000),
+        "open API connections at most; newer ones are closed at once",
+    ),
+    Setting(
+        "api_header_timeout", "10", _float(0.1, 600.0), "seconds a client has to send a request's line and headers"
+    ),
+    Setting("api_body_timeout", "30", _float(0.1, 3600.0), "seconds a client has to send a request's body (408 after)"),
+    Setting("api_keepalive_timeout", "5", _int(1, 3600), "seconds an idle keep-alive connection stays open"),
     Setting("workers", "30", _int(1, 1000), "worker threads that run fires"),
     Setting("queue_size", "0", _int(0, 100_000), "fires waiting for a worker at most; 0 = twice the workers"),
     Setting("batch_size", "100", _int(1, 10_000), "jobs claimed per store round trip"),
@@ -226,6 +246,12 @@ class Settings:
     host: str
     port: int
     api_token: str | None
+    api_threads: int
+    api_max_in_flight: int
+    api_max_connections: int
+    api_header_timeout: float
+    api_body_timeout: float
+    api_keepalive_timeout: int
     workers: int
     queue_size: int
     batch_size: int

@@ -1,19 +1,72 @@
-"""The routes, as one powertools ``Router`` that any resolver can include."""
+"""The routes, declared once: a table that ``ticklock serve`` and the API function both serve, and that
+the OpenAPI document is written from. A route's function takes a ``Call`` (path parameters and the
+validated query and body) and returns a pydantic model (sent with the route's status) or a ``Reply``.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Any, Literal
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from pydantic import BaseModel
 
-from ticklock.api.schemas import ExecutionOut, ExecutionPage, HandlerOut, JobCreate, JobOut, JobPage, JobPatch
+from ticklock import __version__
+from ticklock.api.http import Reply
+from ticklock.api.schemas import (
+    ExecutionOut,
+    ExecutionPage,
+    ExecutionsQuery,
+    HandlerOut,
+    Health,
+    HealthDetails,
+    JobCreate,
+    JobOut,
+    JobPage,
+    JobPatch,
+    ListJobsQuery,
+)
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import StoreUnavailable
+from ticklock.ports import Store
+
+HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a route function gets."""
+
+    params: dict[str, str]
+    query: Any = None
+    body: Any = None
+    authorized: bool = True  # false only on an open route asked without a valid token
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation. ``store`` says whether it waits on the store (the ASGI front runs those on their own
+    threads, so a slow store never delays the others); ``errors`` lists the statuses it can answer with
+    besides the ones every route shares; ``open`` routes need no token."""
+
+    method: str
+    path: str
+    call: Callable[[Call], Any]
+    op: str  # the operationId
+    summary: str
+    status: HTTPStatus = HTTPStatus.OK
+    returns: Any = None
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    errors: tuple[HTTPStatus, ...] = ()
+    store: bool = True
+    open: bool = False
+    in_schema: bool = True
+    described: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -24,93 +77,138 @@ class ApiDeps:
     render_metrics: Callable[[], bytes] | None = None
 
 
-def build_router(deps: ApiDeps) -> Router:
-    router = Router()
+class Probe:
+    """Pings the store with a bound on the wait. One ping at a time: while one hangs, the next asks
+    answer "unavailable" at once instead of piling up threads behind it."""
+
+    def __init__(self, store: Store, timeout: float = HEALTH_TIMEOUT) -> None:
+        self._store = store
+        self._timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ticklock-health")
+        self._pending: Any = None
+
+    def __call__(self) -> str | None:
+        """None when the store answered in time, else why not."""
+        if self._pending is None or self._pending.done():
+            self._pending = self._pool.submit(self._store.ping)
+        try:
+            self._pending.result(timeout=self._timeout)
+        except FutureTimeout:
+            return f"the store did not answer within {self._timeout:g} s"
+        except StoreUnavailable as exc:
+            return exc.message
+        return None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+NOT_FOUND = (HTTPStatus.NOT_FOUND,)
+WITH_BODY = (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+
+
+def build_routes(deps: ApiDeps) -> list[Route]:
     service = deps.service
+    probe = Probe(service.store)
 
-    @router.post("/jobs", summary="Create a job")
-    def create_job(body: Annotated[JobCreate, Body()]) -> Response[JobOut]:
-        spec = JobSpec(
-            name=body.name,
-            handler=body.handler,
-            schedule=body.schedule.to_domain(),
-            payload=body.payload,
-            timeout=body.timeout,
-            max_retries=body.max_retries,
-            enabled=body.enabled,
+    def create_job(call: Call) -> Reply:
+        body: JobCreate = call.body
+        job = service.create(
+            JobSpec(
+                name=body.name,
+                handler=body.handler,
+                schedule=body.schedule.to_domain(),
+                payload=body.payload,
+                timeout=body.timeout,
+                max_retries=body.max_retries,
+                enabled=body.enabled,
+            )
         )
-        job = service.create(spec)
-        return Response(
-            HTTPStatus.CREATED.value, "application/json", JobOut.of(job), headers={"Location": f"/jobs/{job.id}"}
-        )
+        return Reply.json(201, JobOut.of(job).model_dump_json().encode(), {"location": f"/jobs/{job.id}"})
 
-    @router.get("/jobs", summary="List jobs")
-    def list_jobs(
-        handler: Annotated[str | None, Query(max_length=200)] = None,
-        enabled: Annotated[bool | None, Query()] = None,
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        after: Annotated[str | None, Query(max_length=64)] = None,
-    ) -> JobPage:
-        jobs = service.store.list_jobs(handler=handler, enabled=enabled, limit=limit + 1, after=after)
-        more = len(jobs) > limit
-        jobs = jobs[:limit]
+    def list_jobs(call: Call) -> JobPage:
+        q: ListJobsQuery = call.query
+        jobs = service.store.list_jobs(handler=q.handler, enabled=q.enabled, limit=q.limit + 1, after=q.after)
+        more = len(jobs) > q.limit
+        jobs = jobs[: q.limit]
         return JobPage(items=[JobOut.of(j) for j in jobs], next=jobs[-1].id if more else None)
 
-    @router.get("/jobs/<job_id>", summary="Get a job")
-    def get_job(job_id: str) -> JobOut:
-        return JobOut.of(service.store.get_job(job_id))
-
-    @router.patch("/jobs/<job_id>", summary="Change a job (only the fields given)")
-    def patch_job(job_id: str, body: Annotated[JobPatch, Body()]) -> JobOut:
-        return JobOut.of(service.update(job_id, body.changes()))
-
-    @router.delete("/jobs/<job_id>", summary="Delete a job and its history")
-    def delete_job(job_id: str) -> Response[Any]:
-        service.delete(job_id)
-        return Response(HTTPStatus.NO_CONTENT.value)
-
-    @router.post("/jobs/<job_id>/pause", summary="Stop scheduling a job")
-    def pause_job(job_id: str) -> JobOut:
-        return JobOut.of(service.pause(job_id))
-
-    @router.post("/jobs/<job_id>/resume", summary="Schedule a paused job again, from now")
-    def resume_job(job_id: str) -> JobOut:
-        return JobOut.of(service.resume(job_id))
-
-    @router.post("/jobs/<job_id>/trigger", summary="Run a job now, without moving its schedule")
-    def trigger_job(job_id: str) -> Response[JobOut]:
-        return Response(HTTPStatus.ACCEPTED.value, "application/json", JobOut.of(service.trigger(job_id)))
-
-    @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first")
-    def list_executions(
-        job_id: str,
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        before: Annotated[str | None, Query(max_length=64)] = None,
-    ) -> ExecutionPage:
-        rows = service.executions(job_id, limit=limit + 1, before=before)
-        more = len(rows) > limit
-        rows = rows[:limit]
+    def list_executions(call: Call) -> ExecutionPage:
+        q: ExecutionsQuery = call.query
+        rows = service.executions(call.params["job_id"], limit=q.limit + 1, before=q.before)
+        more = len(rows) > q.limit
+        rows = rows[: q.limit]
         return ExecutionPage(items=[ExecutionOut.of(e) for e in rows], next=rows[-1].id if more else None)
 
-    @router.get("/handlers", summary="Registered handlers")
-    def list_handlers() -> list[HandlerOut]:
+    def delete_job(call: Call) -> Reply:
+        service.delete(call.params["job_id"])
+        return Reply(204)
+
+    def health(call: Call) -> Reply:
+        started = time.monotonic()
+        problem = probe()
+        status = HTTPStatus.OK if problem is None else HTTPStatus.SERVICE_UNAVAILABLE
+        word: Literal["ok", "unavailable"] = "ok" if problem is None else "unavailable"
+        if not call.authorized:
+            return Reply.json(status, {"status": word})
+        details = HealthDetails(status=word, store=word, store_error=problem, version=__version__)
+        headers = {"server-timing": f"store;dur={(time.monotonic() - started) * 1000:.1f}"}
+        return Reply.json(status, details.model_dump_json().encode(), headers)
+
+    def handlers(call: Call) -> list[HandlerOut]:
         return [HandlerOut(name=h.name, description=h.description, is_async=h.is_async) for h in service.registry]
 
-    @router.get("/health", summary="Liveness and store reachability")
-    def health() -> Response[dict[str, str]]:
-        try:
-            service.store.ping()
-        except StoreUnavailable as exc:
-            return Response(
-                HTTPStatus.SERVICE_UNAVAILABLE.value, "application/json", {"status": "unavailable", "store": str(exc)}
-            )
-        return Response(HTTPStatus.OK.value, "application/json", {"status": "ok", "store": "ok"})
+    def get_job(call: Call) -> JobOut:
+        return JobOut.of(service.store.get_job(call.params["job_id"]))
 
+    def patch_job(call: Call) -> JobOut:
+        return JobOut.of(service.update(call.params["job_id"], call.body.changes()))
+
+    def pause_job(call: Call) -> JobOut:
+        return JobOut.of(service.pause(call.params["job_id"]))
+
+    def resume_job(call: Call) -> JobOut:
+        return JobOut.of(service.resume(call.params["job_id"]))
+
+    def trigger_job(call: Call) -> JobOut:
+        return JobOut.of(service.trigger(call.params["job_id"]))
+
+    job = "/jobs/{job_id}"
+    conflict = (HTTPStatus.CONFLICT,)
+    routes = [
+        Route("POST", "/jobs", create_job, "createJob", "Create a job", status=HTTPStatus.CREATED, returns=JobOut,
+              body=JobCreate, errors=(*conflict, *WITH_BODY)),
+        Route("GET", "/jobs", list_jobs, "listJobs", "List jobs by id", returns=JobPage, query=ListJobsQuery),
+        Route("GET", job, get_job, "getJob", "Get a job", returns=JobOut, errors=NOT_FOUND),
+        Route("PATCH", job, patch_job, "patchJob", "Change the fields given; a new schedule restarts from now",
+              returns=JobOut, body=JobPatch, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
+        Route("DELETE", job, delete_job, "deleteJob", "Delete a job and its history",
+              status=HTTPStatus.NO_CONTENT, errors=NOT_FOUND),
+        Route("POST", f"{job}/pause", pause_job, "pauseJob", "Stop scheduling a job", returns=JobOut,
+              errors=(*NOT_FOUND, *conflict)),
+        Route("POST", f"{job}/resume", resume_job, "resumeJob", "Schedule a paused job again, from now",
+              returns=JobOut, errors=(*NOT_FOUND, *conflict)),
+        Route("POST", f"{job}/trigger", trigger_job, "triggerJob", "Run a job now, without moving its schedule",
+              status=HTTPStatus.ACCEPTED, returns=JobOut, errors=(*NOT_FOUND, *conflict)),
+        Route("GET", f"{job}/executions", list_executions, "listExecutions", "A job's executions, newest fire first",
+              returns=ExecutionPage, query=ExecutionsQuery, errors=NOT_FOUND),
+        Route("GET", "/handlers", handlers, "listHandlers", "The registered handlers", returns=list[HandlerOut],
+              store=False),
+        Route("GET", "/health", health, "health", "Whether the service and its store answer",
+              returns=HealthDetails | Health, store=False, open=True,
+              described={200: "the store answers", 503: "the store does not answer"}),
+    ]  # fmt: skip
     if deps.render_metrics is not None:
         render = deps.render_metrics
-
-        @router.get("/metrics", include_in_schema=False)
-        def metrics() -> Response[str]:
-            return Response(HTTPStatus.OK.value, "text/plain; version=0.0.4; charset=utf-8", render().decode())
-
-    return router
+        routes.append(
+            Route(
+                "GET",
+                "/metrics",
+                lambda c: Reply(200, render(), {"content-type": "text/plain; version=0.0.4; charset=utf-8"}),
+                "metrics",
+                "Prometheus metrics",
+                store=False,
+                in_schema=False,
+            )
+        )
+    return routes

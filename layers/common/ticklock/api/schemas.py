@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+from ticklock.domain.service import MIN_TIMEOUT
 from ticklock.errors import InvalidJob
 
 _STRICT = ConfigDict(extra="forbid")
@@ -56,10 +58,35 @@ class IntervalIn(BaseModel):
 class OnceIn(BaseModel):
     model_config = _STRICT
     kind: Literal["once"]
-    at: AwareDatetime = Field(description="the instant to run, ISO-8601 with an offset (Z for UTC)")
+    at: str = Field(
+        max_length=64,
+        description="the instant to run, RFC 3339 with an offset (Z for UTC)",
+        json_schema_extra={"format": "date-time"},
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, value: str) -> str:
+        parse_instant(value)
+        return value
 
     def to_domain(self) -> Schedule:
-        return OnceSchedule(self.at)
+        return OnceSchedule(parse_instant(self.at))
+
+
+def parse_instant(text: str) -> datetime:
+    """An RFC 3339 date-time with an offset; a number, a date alone or a local time is refused."""
+    if not _RFC3339.fullmatch(text):
+        raise ValueError(f"{text[:64]!r} is not an RFC 3339 date-time with an offset, such as 2026-12-24T18:00:00Z")
+    try:
+        return datetime.fromisoformat(text.upper()).astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text[:64]!r} is out of range once in UTC") from None
+    except ValueError as exc:
+        raise ValueError(f"{text[:64]!r} is not a valid date-time: {exc}") from None
+
+
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 ScheduleIn = Annotated[CronIn | IntervalIn | OnceIn, Field(discriminator="kind")]
@@ -72,26 +99,46 @@ class JobCreate(BaseModel):
     handler: str = Field(min_length=1, max_length=200)
     schedule: ScheduleIn
     payload: Payload = Field(default_factory=dict)
-    timeout: StrictFloat = Field(60.0, gt=0, description="seconds; the deadline of the whole run, retries included")
+    timeout: StrictFloat = Field(
+        60.0, ge=MIN_TIMEOUT, description="seconds; the deadline of the whole run, retries included"
+    )
     max_retries: StrictInt = Field(0, ge=0, le=25)
-    enabled: bool = True
+    enabled: StrictBool = True
+
+
+def _optional_fields(schema: dict[str, Any]) -> None:
+    # Every field may be left out, none may be null: the document says so, rather than "default: null".
+    for name, prop in schema.get("properties", {}).items():
+        prop.pop("default", None)
+        branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"]
+        if len(branches) == 1:
+            prop.pop("anyOf")
+            prop.update(branches[0])
+        schema["properties"][name] = prop
 
 
 class JobPatch(BaseModel):
-    model_config = _STRICT
+    """The fields to change; any left out keep their value. ``{}`` changes nothing."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_optional_fields)
     name: Name | None = None
     handler: str | None = Field(None, min_length=1, max_length=200)
     schedule: ScheduleIn | None = None
     payload: Payload | None = None
-    timeout: StrictFloat | None = Field(None, gt=0)
+    timeout: StrictFloat | None = Field(None, ge=MIN_TIMEOUT)
     max_retries: StrictInt | None = Field(None, ge=0, le=25)
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Only given fields are validated: left out means "keep", null is refused like any other wrong type.
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep its value")
+        return value
 
     def changes(self) -> dict[str, Any]:
-        fields = self.model_dump(exclude_unset=True)
-        for key, value in fields.items():
-            if value is None:
-                raise InvalidJob(f"{key} cannot be null", field=key)
+        fields = {key: getattr(self, key) for key in self.model_fields_set}
         if self.schedule is not None:
             fields["schedule"] = self.schedule.to_domain()
         return fields
@@ -185,6 +232,47 @@ class HandlerOut(BaseModel):
     name: str
     description: str
     is_async: bool
+
+
+class ErrorDetail(BaseModel):
+    field: str = Field(description="the field at fault: body, payload.x, schedule.cron.expr, query.limit ...")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx answer."""
+
+    error: str = Field(description="a stable code: validation_error, not_found, unauthorized, overloaded ...")
+    message: str = Field(description="what is wrong, for a person; leads with the field when one is at fault")
+    details: list[ErrorDetail]
+
+
+class Health(BaseModel):
+    """What anyone may learn: up or not."""
+
+    status: Literal["ok", "unavailable"]
+
+
+class HealthDetails(Health):
+    """With a valid token (or on a loopback-only server without one): why."""
+
+    store: Literal["ok", "unavailable"]
+    store_error: str | None = Field(description="the store's error, when it is unavailable")
+    version: str
+
+
+class ListJobsQuery(BaseModel):
+    model_config = _STRICT
+    handler: str | None = Field(None, min_length=1, max_length=200, description="only jobs of this handler")
+    enabled: bool | None = Field(None, description="only enabled (true) or paused (false) jobs")
+    limit: int = Field(50, ge=1, le=500)
+    after: str | None = Field(None, min_length=1, max_length=64, description="the `next` of the previous page")
+
+
+class ExecutionsQuery(BaseModel):
+    model_config = _STRICT
+    limit: int = Field(50, ge=1, le=500)
+    before: str | None = Field(None, min_length=1, max_length=64, description="the `next` of the previous page")
 
 
 def _checked(build: Callable[[], str]) -> str:

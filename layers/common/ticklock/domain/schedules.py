@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from importlib import resources
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -143,8 +144,17 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
 
 
 @lru_cache(maxsize=256)
+@lru_cache(maxsize=1)
+def known_zones() -> frozenset[str]:
+    """The IANA names the pinned ``tzdata`` package lists. Names only a host has (``localtime``,
+    ``posixrules``) are not in it: a job must mean the same instant on every machine."""
+    return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
+
+
 def _zone(name: str) -> ZoneInfo:
     try:
+        if name not in known_zones():
+            raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidJob(

@@ -8,6 +8,7 @@ half-written stays behind.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,31 +23,63 @@ from ticklock.handlers.registry import Registry
 from ticklock.ports import Store
 
 MAX_RETRIES = 25
+MIN_TIMEOUT = 0.01  # seconds: below this a deadline is finer than the clock that checks it
 MAX_PAYLOAD_DEPTH = 32
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 def _check_payload(value: Any, where: str, depth: int) -> None:
-    """What every store can hold: nesting at most 32 deep, integers within 64 bits, keys without NUL."""
+    """The one payload rule, what every store holds and gives back unchanged (JSON's limits and BSON's
+    together): nesting at most 32 deep; integers within 64 bits; finite floats; text that is valid
+    Unicode (no lone surrogates); keys that are not empty, do not start with ``$`` and hold no ``.`` or
+    NUL. Raises ``InvalidJob`` naming the first value at fault (``payload.a.b[2]``)."""
     if depth > MAX_PAYLOAD_DEPTH:
-        raise InvalidJob(f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep", field="payload")
-    if isinstance(value, bool) or value is None or isinstance(value, float | str):
+        raise InvalidJob(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep", field=where)
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, str):
+        _check_text(value, where, "text")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidJob("is not a finite number (JSON has no NaN or Infinity)", field=where)
         return
     if isinstance(value, int):
         if not _INT64[0] <= value <= _INT64[1]:
-            raise InvalidJob(f"{where} is an integer beyond 64 bits", field="payload")
+            raise InvalidJob("is an integer beyond 64 bits", field=where)
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if not isinstance(key, str) or "\x00" in key:
-                raise InvalidJob(f"{where} has a key that is not a string without NUL characters", field="payload")
+            if not isinstance(key, str):
+                raise InvalidJob("has a key that is not text", field=where)
+            _check_text(key, where, "key")
+            if not key or key.startswith("$") or "." in key or "\x00" in key:
+                raise InvalidJob(
+                    f"has the key {key[:100]!r}: keys must not be empty, start with '$', or hold '.' or NUL",
+                    field=where,
+                )
             _check_payload(item, f"{where}.{key}", depth + 1)
         return
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
             _check_payload(item, f"{where}[{index}]", depth + 1)
         return
-    raise InvalidJob(f"{where} is not a JSON value", field="payload")
+    raise InvalidJob("is not a JSON value", field=where)
+
+
+def _check_text(text: str, where: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidJob(
+            f"has a {what} with a lone surrogate (U+{ord(text[exc.start]):04X}): not valid Unicode", field=where
+        ) from None
+
+
+def _unchanged(merged: Job, job: Job) -> bool:
+    # Payloads compare as JSON: 1, 1.0 and true are equal in Python but not to the client that sent them.
+    same_rest = merged.with_changes(updated_at=job.updated_at, payload=job.payload) == job
+    return same_rest and json.dumps(merged.payload) == json.dumps(job.payload)
 
 
 CONFLICT_RETRIES = 5
@@ -128,6 +161,8 @@ class JobService:
         job = self.store.get_job(job_id)
         now = self.clock.now()
         merged = job.with_changes(**changes, updated_at=now)
+        if _unchanged(merged, job):
+            return job  # an empty patch, or one that gives the values the job has: no new version
         schedule_changed = "schedule" in changes and changes["schedule"] != job.schedule
         self._validate(
             merged.handler,
@@ -216,9 +251,9 @@ class JobService:
         if handler not in self.registry:
             known = ", ".join(self.registry.names()) or "none"
             raise InvalidJob(f"unknown handler {handler!r}; registered handlers: {known}", field="handler")
-        if not 0 < timeout <= self.limits.max_timeout:
+        if not MIN_TIMEOUT <= timeout <= self.limits.max_timeout:
             raise InvalidJob(
-                f"timeout must be more than 0 and at most {self.limits.max_timeout:g} seconds "
+                f"timeout must be at least {MIN_TIMEOUT:g} and at most {self.limits.max_timeout:g} seconds "
                 f"({self.limits.max_timeout_reason}), got {timeout:g}",
                 field="timeout",
             )

@@ -14,9 +14,12 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ticklock.errors import ConfigError, DuplicateHandler
+
+if TYPE_CHECKING:
+    from ticklock.settings import Settings
 
 ENTRY_POINT_GROUP = "ticklock.handlers"
 
@@ -62,10 +65,16 @@ class Handler:
 
 
 class Registry:
-    """Handlers by name. Registering a name twice raises ``DuplicateHandler``: boot fails fast."""
+    """Handlers by name. Registering a name twice raises ``DuplicateHandler``: boot fails fast.
 
-    def __init__(self) -> None:
+    ``settings`` are the ones the process runs with (environment and flags together); a plug-in that
+    needs configuration reads it from here in its ``register``, never from the environment again.
+    ``None`` (tests, scripts) means: read the environment when first needed.
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
         self._handlers: dict[str, Handler] = {}
+        self.settings = settings
 
     def register(self, name: str, func: HandlerFunc, *, description: str = "") -> None:
         origin = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"

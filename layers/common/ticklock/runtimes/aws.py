@@ -46,8 +46,8 @@ from ticklock.runtimes.wiring import (
 )
 from ticklock.settings import Settings
 
-if TYPE_CHECKING:  # the API stack (powertools' resolver, OpenAPI, pydantic) is imported by the api function only
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+if TYPE_CHECKING:  # the API stack (routes, OpenAPI, pydantic models) is imported by the api function only
+    from ticklock.api.app import Api
 
 log = logging.getLogger("ticklock.lambda")
 
@@ -74,7 +74,7 @@ class Container:
     registry: Registry
     runner: TaskRunner
     pool: ThreadPoolExecutor  # the runner's threads, one per record of a batch
-    resolver: APIGatewayRestResolver | None = None  # the API's, built on its first request
+    api: Api | None = None  # the API's, built on its first request
 
     def close(self) -> None:
         """Stop the threads and close the clients (Lambda never calls it: an environment just ends)."""
@@ -92,7 +92,7 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
     store = build_store(settings, metrics)
     locker = build_locker(settings, clock)
     publisher = build_publisher(settings, metrics)
-    registry = registry or register_all(Registry(), modules=settings.handler_modules)
+    registry = registry or register_all(Registry(settings), modules=settings.handler_modules)
     runner = build_runner(
         settings,
         store=store,
@@ -246,23 +246,20 @@ def _service(box: Container) -> JobService:
     return build_service(box.settings, box.store, box.registry, box.clock)
 
 
-def _resolver(box: Container) -> APIGatewayRestResolver:
-    if box.resolver is not None:
-        return box.resolver
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-    from ticklock.api.app import configure
+def _api(box: Container) -> Api:
+    if box.api is not None:
+        return box.api
+    from ticklock.api.app import Api
     from ticklock.api.routes import ApiDeps
 
     s = box.settings
-    service = _service(box)
     # API Gateway authorises (IAM) and throttles before the function runs; a token is an extra, optional check
-    resolver = APIGatewayRestResolver(enable_validation=True)
-    configure(resolver, ApiDeps(service, None), api_token=s.api_token)
-    box.resolver = resolver
-    return resolver
+    box.api = Api(ApiDeps(_service(box), None), api_token=s.api_token, max_body_bytes=s.max_payload_bytes + 16 * 1024)
+    return box.api
 
 
 def api(event: dict[str, Any], context: Any, box: Container) -> dict[str, Any]:
     """One API Gateway (REST, proxy integration) request through the same routes as ``ticklock serve``."""
-    return dict(_resolver(box).resolve(event, context))
+    from ticklock.api.gateway import handle_event
+
+    return handle_event(_api(box), event)

@@ -18,7 +18,8 @@ import uvicorn
 
 from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics
 from ticklock.adapters.queue.local import WorkerPool
-from ticklock.api.app import local_app
+from ticklock.api import server as http_server
+from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.handlers.registry import Registry, register_all
@@ -49,7 +50,7 @@ class LocalService:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.registry = self.registry or register_all(Registry(), modules=s.handler_modules)
+        self.registry = self.registry or register_all(Registry(s), modules=s.handler_modules)
         self.owner = s.effective_owner
         self.metrics = build_metrics(s, self.owner)
         self.store = build_store(s, self.metrics)
@@ -75,6 +76,9 @@ class LocalService:
             ApiDeps(self.service, self.metrics.render),
             api_token=s.api_token,
             max_body_bytes=s.max_payload_bytes + 16 * 1024,
+            threads=s.api_threads,
+            max_in_flight=s.api_max_in_flight,
+            body_timeout=s.api_body_timeout,
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -113,6 +117,7 @@ class LocalService:
             self.invoker.interrupt_all()
             self.pool.stop(10.0)
         self.invoker.close()
+        self.app.close()
         self.publisher.flush(5.0)
         # the last counts reach the Pushgateway; the group is left for scrapers and deleted once stale
         self.metrics.flush()
@@ -131,15 +136,7 @@ class LocalService:
             else:
                 log.info("api.loopback_only", extra={"reason": "no TICKLOCK_API_TOKEN is set"})
             host = "127.0.0.1"
-        config = uvicorn.Config(
-            self.app,
-            host=host,
-            port=s.port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=5,
-        )
+        config = http_server.config(self.app, host=host, port=s.port, settings=s)
         server = _Server(config, on_exit=self.begin_stop)
         self.start()
         log.info(

@@ -115,6 +115,12 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._mutex = threading.Lock()
+        self._busy_timeout = busy_timeout
+        # Reads go through a connection per thread: in WAL mode they never wait for a writer, so a write
+        # lock held elsewhere (another process, a slow disk) delays writes only, not GETs or the health ping.
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
 
     def _migrate(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
@@ -159,8 +165,35 @@ class SQLiteStore:
                     raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
 
     def _read(self, func: Callable[[sqlite3.Connection], T]) -> T:
-        with self._tx(write=False) as conn:
-            return func(conn)
+        conn = self._reader()
+        if conn is None:
+            with self._tx(write=False) as shared:
+                return func(shared)
+        try:
+            conn.execute("BEGIN")
+            try:
+                return func(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
+
+    def _reader(self) -> sqlite3.Connection | None:
+        if self.path == ":memory:":
+            return None  # a second connection would be a second, empty database
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._mutex:
+                if self._closed:
+                    raise StoreUnavailable(f"SQLite store {self.path} is closed")
+                try:
+                    conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
+                                           check_same_thread=False)  # fmt: skip
+                except sqlite3.Error as exc:
+                    raise StoreUnavailable(f"cannot open SQLite store at {self.path}: {exc}") from exc
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
 
     # -- jobs -------------------------------------------------------------------------------------
     def add_job(self, job: Job) -> Job:
@@ -375,10 +408,14 @@ class SQLiteStore:
         return int(gone)
 
     def ping(self) -> None:
-        self._read(lambda c: c.execute("SELECT 1").fetchone())
+        self._read(lambda c: c.execute("SELECT 1 FROM jobs LIMIT 1").fetchone())
 
     def close(self) -> None:
         with self._mutex:
+            self._closed = True
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
             self._conn.close()
 
 

@@ -7,6 +7,7 @@ may tune the run: ``{"batch": 200, "lookups": 50, "sends": 10}`` (whole numbers 
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,9 +48,9 @@ def build_deps(settings: Settings) -> ScannerDeps:
     return ScannerDeps(store, email)
 
 
-def deps() -> ScannerDeps:
-    """Built once per process (per warm Lambda environment) and reused."""
-    settings = Settings.load()
+def deps(settings: Settings | None = None) -> ScannerDeps:
+    """Built once per process (per warm Lambda environment) and reused; ``None``: from the environment."""
+    settings = settings or Settings.load()
     key = (settings.product_store_url, settings.email, settings.email_from)
     with _deps_mutex:
         if key not in _deps:
@@ -75,9 +76,9 @@ def limits_from(payload: Any) -> ScanLimits:
     )
 
 
-async def scan(ctx: HandlerContext) -> None:
+async def scan(ctx: HandlerContext, settings: Settings | None = None) -> None:
     """Evaluate the users' alert rules; notify (and email) on each change."""
-    found = deps()
+    found = deps(settings)
     scanner = Scanner(
         found.store, email=found.email, now=ctx.now, limits=limits_from(dict(ctx.payload)), log=ctx.logger
     )
@@ -87,4 +88,10 @@ async def scan(ctx: HandlerContext) -> None:
 
 
 def register(registry: Registry) -> None:
-    registry.register(NAME, scan)
+    settings = registry.settings  # the process's, flags included
+
+    @functools.wraps(scan)
+    async def run(ctx: HandlerContext) -> None:
+        await scan(ctx, settings)
+
+    registry.register(NAME, run)

@@ -7,6 +7,7 @@ requests a UTC day. A vendor outage fails the run (``VendorUnavailable``) with t
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -41,9 +42,9 @@ def build_deps(settings: Settings) -> WalkDeps:
     return WalkDeps(store, HttpVendor(settings.vendor_url, settings.vendor_key or ""), limits)
 
 
-def deps() -> WalkDeps:
-    """Built once per process (per warm Lambda environment) and reused."""
-    s = Settings.load()
+def deps(settings: Settings | None = None) -> WalkDeps:
+    """Built once per process (per warm Lambda environment) and reused; ``None``: from the environment."""
+    s = settings or Settings.load()
     key = (s.product_store_url, s.vendor_url, s.vendor_key or "", s.vendor_batch, s.vendor_daily_quota)
     with _deps_mutex:
         if key not in _deps:
@@ -51,11 +52,17 @@ def deps() -> WalkDeps:
         return _deps[key]
 
 
-async def walk(ctx: HandlerContext) -> None:
+async def walk(ctx: HandlerContext, settings: Settings | None = None) -> None:
     """Price the next pages of the parts catalogue at the vendor, within its daily quota."""
-    found = deps()
+    found = deps(settings)
     await Walk(found.store, found.vendor, now=ctx.now, limits=found.limits, log=ctx.logger).run(ctx.deadline)
 
 
 def register(registry: Registry) -> None:
-    registry.register(NAME, walk)
+    settings = registry.settings  # the process's, flags included
+
+    @functools.wraps(walk)
+    async def run(ctx: HandlerContext) -> None:
+        await walk(ctx, settings)
+
+    registry.register(NAME, run)

@@ -1,0 +1,55 @@
+"""API Gateway (REST, proxy integration) events to ``Request`` and ``Reply`` to its response: the API
+function answers with the same ``Api`` as ``ticklock serve``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from ticklock.api.app import Api
+from ticklock.api.http import Reply, Request, error
+
+
+def request_of(event: Mapping[str, Any]) -> Request | Reply:
+    """The request an API Gateway proxy event carries (a 400 if its body cannot be decoded)."""
+    headers: dict[str, str] = {}
+    for name, values in (event.get("multiValueHeaders") or {}).items():
+        headers[name.lower()] = ", ".join(values or [])
+    for name, value in (event.get("headers") or {}).items():
+        headers.setdefault(name.lower(), value or "")
+    query: dict[str, list[str]] = {
+        k: list(v or []) for k, v in (event.get("multiValueQueryStringParameters") or {}).items()
+    }
+    for name, value in (event.get("queryStringParameters") or {}).items():
+        query.setdefault(name, [value])
+    raw = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        try:
+            body = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            return error(HTTPStatus.BAD_REQUEST, "bad_request", "the body is not valid base64")
+    else:
+        body = raw.encode("utf-8", "surrogatepass")
+    return Request(str(event.get("httpMethod", "GET")), str(event.get("path", "/")), headers, query, body)
+
+
+def response_of(reply: Reply) -> dict[str, Any]:
+    text_like = reply.headers.get("content-type", "application/json").startswith(("application/json", "text/"))
+    out: dict[str, Any] = {"statusCode": reply.status, "headers": dict(reply.headers)}
+    if text_like:
+        out["body"] = reply.body.decode("utf-8", "replace")
+        out["isBase64Encoded"] = False
+    else:
+        out["body"] = base64.b64encode(reply.body).decode()
+        out["isBase64Encoded"] = True
+    return out
+
+
+def handle_event(api: Api, event: Mapping[str, Any]) -> dict[str, Any]:
+    request = request_of(event)
+    if isinstance(request, Reply):
+        return response_of(request)
+    return response_of(api.handle(request))

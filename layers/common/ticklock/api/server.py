@@ -3,9 +3,10 @@
 - **Header timeout.** uvicorn arms no timer until a first response is sent, so a client that sends half
   a request line holds its connection for ever. Each connection here must finish a request's line and
   headers within ``api_header_timeout`` seconds of connecting (or of its previous response).
-- **Connection limit.** Past ``api_max_connections`` open connections, a new one is closed as soon as
-  it is accepted. The limit is kept below the process's file-descriptor limit (raised to its hard
-  limit at start), so the accept loop never runs out of descriptors and the store keeps its own.
+- **Connection limit.** Past ``api_max_connections`` open connections, the oldest one still waiting
+  for a request's headers is closed to make room (a new one is refused only when all are mid-request).
+  The limit is kept below the process's file-descriptor limit (raised to its hard limit at start), so
+  the accept loop never runs out of descriptors and the store keeps its own.
 - **Keep-alive.** Idle connections close after ``api_keepalive_timeout`` seconds (uvicorn's own timer).
 - **Quiet under abuse.** Log lines that a flood repeats (malformed requests, accept errors) are let
   through once a minute per message, with a count of the ones held back.
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 import time
@@ -45,14 +47,23 @@ def connection_limit(wanted: int) -> int:
 def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with the header timeout and the connection limit."""
 
+    # Connections waiting for a request's headers (new, or idle between keep-alive requests), oldest
+    # first: the ones to give up when the limit is reached, so that a flood of half-sent requests
+    # cannot keep a real client (or /health) out.
+    waiting: dict[GuardedProtocol, None] = {}
+
     class GuardedProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                transport.abort()
-                return
+                oldest = next(iter(waiting), None)
+                if oldest is None:  # every connection is busy with a request: this one waits its turn
+                    transport.abort()
+                    return
+                oldest._disarm()
+                oldest.transport.abort()
             self._arm()
 
         def on_headers_complete(self) -> None:
@@ -71,14 +82,27 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
         def _arm(self) -> None:
             self._disarm()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
+            waiting[self] = None
 
         def _disarm(self) -> None:
+            waiting.pop(self, None)
             if self._header_timer is not None:
                 self._header_timer.cancel()
                 self._header_timer = None
 
+        def send_400_response(self, msg: str) -> None:
+            # httptools refused the bytes (a bad request line, a header or URL over its limits): the usual
+            # error body, and the connection closed, since the rest of the stream cannot be trusted
+            body = json.dumps(
+                {"error": "bad_request", "message": f"not a valid HTTP/1.1 request: {msg}", "details": []}
+            )
+            head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            self.transport.write(f"{head}connection: close\r\n\r\n{body}".encode())
+            self.transport.close()
+
         def _headers_late(self) -> None:
             self._header_timer = None
+            waiting.pop(self, None)
             if self.cycle is None or self.cycle.response_complete:
                 self.transport.close()
 

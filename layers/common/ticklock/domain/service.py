@@ -55,8 +55,8 @@ def _check_payload(value: Any, where: str, depth: int) -> None:
             _check_text(key, where, "key")
             if not key or key.startswith("$") or "." in key or "\x00" in key:
                 raise InvalidJob(
-                    f"has the key {key[:100]!r}: keys must not be empty, start with '$', or hold '.' or NUL",
-                    field=where,
+                    "is not a usable key: keys must not be empty, start with '$', or hold '.' or NUL",
+                    field=f"{where}.{key[:100]}",
                 )
             _check_payload(item, f"{where}.{key}", depth + 1)
         return

@@ -29,7 +29,11 @@ Name = Annotated[
 class CronIn(BaseModel):
     model_config = _STRICT
     kind: Literal["cron"]
-    expr: str = Field(max_length=200, description="six fields, seconds first, or a descriptor like @hourly")
+    expr: str = Field(
+        max_length=200,
+        pattern=r"^\s*(@[A-Za-z]+|\S+(\s+\S+){5})\s*$",
+        description="six fields, seconds first, or a descriptor like @hourly",
+    )
     timezone: str = Field("UTC", max_length=64, description="IANA timezone the fields are read in")
 
     @field_validator("expr")

@@ -2,7 +2,7 @@
 
 Documents (times are BSON dates, so millisecond precision; ids are strings):
 
-* ``jobs``: ``_id, name, handler, schedule{kind,...}, payload, timeout, max_retries, enabled, next_run_at,
+* ``jobs``: ``_id, name, handler, schedule{kind,...}, payload (JSON text), timeout, max_retries, enabled, next_run_at,
   trigger_at, due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at``.
   Indexes: ``name`` unique, ``due_at`` (the due query), ``lease_token`` (reading a claim back),
   ``handler, _id`` (listing).
@@ -29,6 +29,7 @@ indexes and pipeline updates, so none is used; old claim marks are deleted by th
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import uuid
@@ -577,7 +578,10 @@ def _definition(job: Job) -> Doc:
         "name": job.name,
         "handler": job.handler,
         "schedule": schedule_to_dict(job.schedule),
-        "payload": dict(job.payload),
+        # JSON text, not a subdocument: the payload comes back exactly as given on every MongoDB
+        # (FerretDB 1.24 refuses nested arrays; BSON has no place for -0 vs 0 in every server's eyes),
+        # and the store never queries inside it. Older documents with a subdocument still read.
+        "payload": json.dumps(dict(job.payload), ensure_ascii=False, separators=(",", ":")),
         "timeout": job.timeout,
         "max_retries": job.max_retries,
         "enabled": job.enabled,
@@ -608,7 +612,7 @@ def _job(doc: Mapping[str, Any]) -> Job:
         name=doc["name"],
         handler=doc["handler"],
         schedule=schedule_from_dict(doc["schedule"]),
-        payload=doc["payload"],
+        payload=json.loads(doc["payload"]) if isinstance(doc["payload"], str) else doc["payload"],
         timeout=doc["timeout"],
         max_retries=doc["max_retries"],
         enabled=doc["enabled"],

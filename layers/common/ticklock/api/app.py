@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from ticklock.api import errors
 from ticklock.api.http import BadJson, Reply, Request, error, read_json
 from ticklock.api.openapi import document, swagger_page
-from ticklock.api.routes import ApiDeps, Call, Route, build_routes
+from ticklock.api.routes import ApiDeps, Call, Probe, Route, build_routes
 from ticklock.errors import TicklockError
 
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
@@ -39,7 +39,8 @@ class Api:
     def __init__(self, deps: ApiDeps, *, api_token: str | None, max_body_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
         self._token = f"Bearer {api_token}".encode() if api_token else None
-        self.routes = build_routes(deps)
+        self.probe = Probe(deps.service.store)
+        self.routes = build_routes(deps, self.probe)
         self.openapi = document(self.routes, deps.service, secured=api_token is not None)
         spec = json.dumps(self.openapi).encode()
         self.routes += [
@@ -58,6 +59,10 @@ class Api:
             else:
                 self._paths.append((pattern, {route.method: route}))
         self._open = frozenset(r.path for r in self.routes if r.open)
+
+    def close(self) -> None:
+        """Stop the health probe's thread (a ping still hanging is left to end by itself)."""
+        self.probe.close()
 
     def route_for(self, method: str, path: str) -> Route | None:
         """The route a request would reach (HEAD reaches GET), without checking anything else."""

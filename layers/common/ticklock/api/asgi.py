@@ -113,6 +113,7 @@ class AsgiFront:
                 return b"".join(chunks)
 
     def close(self) -> None:
+        self.api.close()
         self._store_pool.shutdown(wait=False, cancel_futures=True)
         self._light_pool.shutdown(wait=False, cancel_futures=True)
 

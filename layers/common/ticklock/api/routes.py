@@ -107,9 +107,8 @@ NOT_FOUND = (HTTPStatus.NOT_FOUND,)
 WITH_BODY = (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
 
 
-def build_routes(deps: ApiDeps) -> list[Route]:
+def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
     service = deps.service
-    probe = Probe(service.store)
 
     def create_job(call: Call) -> Reply:
         body: JobCreate = call.body

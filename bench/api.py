@@ -1,0 +1,177 @@
+"""Throughput and latency of the REST API of ``ticklock serve`` (issue 9).
+
+Usage::
+
+    .venv/bin/python bench/api.py [--seconds 5] [--clients 1,16,64]
+
+Starts ``ticklock serve`` as its own process on a fresh SQLite file holding 10,000 jobs (hourly, so the
+dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jobs?limit=50`` and
+``POST /jobs`` drives it for ``--seconds`` with 1, 16 and 64 concurrent clients. The clients are one
+asyncio process of raw HTTP/1.1 keep-alive connections (a few dozen microseconds per request: a
+general-purpose client library would be the bottleneck on two cores), so the server's own cost shows.
+Each request is timed from its first byte sent to the last byte of its answer; a request unanswered
+within 10 s, an error status or a dropped connection counts as an error. Targets (2 cores): GET
+>= 2,000/s and POST >= 500/s at 64 clients with p99 < 50 ms. Nothing here asserts: the table is for a reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stats import percentile
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = 10_000
+TIMEOUT = 10.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def seed(db: Path) -> list[str]:
+    from ticklock.adapters.store.sqlite import SQLiteStore
+    from ticklock.clock import SystemClock
+    from ticklock.domain.schedules import IntervalSchedule
+    from ticklock.domain.service import JobService, JobSpec
+    from ticklock.handlers.registry import Registry, register_all
+
+    store = SQLiteStore(db)
+    service = JobService(store, register_all(Registry()), SystemClock())
+    ids = [
+        service.create(JobSpec(f"bench-{i}", "noop", IntervalSchedule(3600), {"i": i}, 10.0, 0, True)).id
+        for i in range(JOBS)
+    ]
+    store.close()
+    return ids
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection; reads answers by Content-Length."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def call(self, raw: bytes) -> int:
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        if length:
+            await self.reader.readexactly(length)
+        return status
+
+
+def request(method: str, path: str, body: bytes = b"") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n"
+    if body:
+        head += "Content-Type: application/json\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+async def drive(port: int, clients: int, seconds: float, make: object) -> tuple[list[float], int, int]:
+    latencies: list[float] = []
+    errors = 0
+    until = time.perf_counter() + seconds
+
+    async def client(index: int) -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        conn = Conn(reader, writer)
+        counter = itertools.count()
+        try:
+            while time.perf_counter() < until:
+                raw, ok = make(index, next(counter))  # type: ignore[operator]
+                started = time.perf_counter()
+                try:
+                    status = await asyncio.wait_for(conn.call(raw), TIMEOUT)
+                except (TimeoutError, OSError, asyncio.IncompleteReadError):
+                    errors += 1
+                    writer.close()
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                    conn = Conn(reader, writer)
+                    continue
+                latencies.append(time.perf_counter() - started)
+                if status != ok:
+                    errors += 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return latencies, errors, int((time.perf_counter() - started) * 1000)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--clients", default="1,16,64")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+
+    folder = Path(tempfile.mkdtemp(prefix="ticklock-bench-api-"))
+    db = folder / "bench.db"
+    ids = seed(db)
+    port = free_port()
+    env = {**os.environ, "TICKLOCK_DB": str(db), "TICKLOCK_PORT": str(port), "TICKLOCK_LOG_LEVEL": "warning"}
+    server = subprocess.Popen([sys.executable, "-m", "ticklock", "serve"], env=env, cwd=folder)
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        run_tag = os.urandom(3).hex()
+        scenarios = {
+            "GET /jobs/{id}": lambda i, n: (request("GET", f"/jobs/{ids[(i * 7919 + n) % JOBS]}"), 200),
+            "GET /jobs?limit=50": lambda i, n: (request("GET", f"/jobs?limit=50&after={ids[(i * 31 + n) % JOBS]}"),
+                                                200),
+            "POST /jobs": lambda i, n: (
+                request("POST", "/jobs", json.dumps({"name": f"new-{run_tag}-{i}-{n}", "handler": "noop",
+                        "schedule": {"kind": "interval", "seconds": 3600}, "payload": {"n": n}}).encode()),
+                201,
+            ),
+        }  # fmt: skip
+        rows = []
+        for name, make in scenarios.items():
+            for clients in counts:
+                latencies, errors, ms = asyncio.run(drive(port, clients, args.seconds, make))
+                rate = len(latencies) / (ms / 1000)
+                p50, p99 = (percentile(latencies, q) or float("nan") for q in (50, 99))
+                rows.append((name, clients, len(latencies), rate, p50, p99, errors))
+        machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs; {args.seconds:g} s per row; {machine}, "
+              f"{time.strftime('%Y-%m-%d')}\n")  # fmt: skip
+        print("| request | clients | answered | requests/s | p50 ms | p99 ms | errors |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for name, clients, count, rate, p50, p99, errors in rows:
+            print(
+                f"| `{name}` | {clients} | {count:,} | {rate:,.0f} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | {errors} |"
+            )
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+if __name__ == "__main__":
+    main()

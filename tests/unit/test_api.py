@@ -434,7 +434,7 @@ BAD_CREATES: list[tuple[str, dict[str, Any], str, str | None]] = [
     ("once-overflow", {"schedule": {"kind": "once", "at": "9999-12-31T23:59:59-01:00"}}, "schedule*.at", "range"),
     ("payload-deep", {"payload": _deep(40)}, "payload*", "nested"),
     ("payload-bigint", {"payload": {"n": 2**64}}, "payload.n", "64 bits"),
-    ("payload-nul-key", {"payload": {"a\x00b": 1}}, "payload", "NUL"),
+    ("payload-nul-key", {"payload": {"a\x00b": 1}}, "payload*", "NUL"),
     ("cron-descriptor", {"schedule": {"kind": "cron", "expr": "@often"}}, "schedule*.expr", "@often"),
     (
         "timezone",

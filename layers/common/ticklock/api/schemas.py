@@ -31,8 +31,9 @@ class CronIn(BaseModel):
     kind: Literal["cron"]
     expr: str = Field(
         max_length=200,
-        pattern=r"^\s*(@[A-Za-z]+|\S+(\s+\S+){5})\s*$",
         description="six fields, seconds first, or a descriptor like @hourly",
+        # the shape, for the document; the validator below checks the fields and says which one is wrong
+        json_schema_extra={"pattern": r"^\s*(@[A-Za-z]+|\S+(\s+\S+){5})\s*$"},
     )
     timezone: str = Field("UTC", max_length=64, description="IANA timezone the fields are read in")
 

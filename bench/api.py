@@ -142,15 +142,22 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.05)
         run_tag = os.urandom(3).hex()
+
+        def post_job(i: int, n: int) -> tuple[bytes, int]:
+            name = f"new-{run_tag}-{time.perf_counter_ns()}-{i}"  # unique across rows and clients
+            job = {
+                "name": name,
+                "handler": "noop",
+                "schedule": {"kind": "interval", "seconds": 3600},
+                "payload": {"n": n},
+            }
+            return request("POST", "/jobs", json.dumps(job).encode()), 201
+
         scenarios = {
             "GET /jobs/{id}": lambda i, n: (request("GET", f"/jobs/{ids[(i * 7919 + n) % JOBS]}"), 200),
             "GET /jobs?limit=50": lambda i, n: (request("GET", f"/jobs?limit=50&after={ids[(i * 31 + n) % JOBS]}"),
                                                 200),
-            "POST /jobs": lambda i, n: (
-                request("POST", "/jobs", json.dumps({"name": f"new-{run_tag}-{i}-{n}", "handler": "noop",
-                        "schedule": {"kind": "interval", "seconds": 3600}, "payload": {"n": n}}).encode()),
-                201,
-            ),
+            "POST /jobs": post_job,
         }  # fmt: skip
         rows = []
         for name, make in scenarios.items():

@@ -130,7 +130,9 @@ def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
         jobs = service.store.list_jobs(handler=q.handler, enabled=q.enabled, limit=q.limit + 1, after=q.after)
         more = len(jobs) > q.limit
         jobs = jobs[: q.limit]
-        return JobPage(items=[JobOut.of(j) for j in jobs], next=jobs[-1].id if more else None)
+        return JobPage.model_validate(
+            {"items": [JobOut.fields(j) for j in jobs], "next": jobs[-1].id if more else None}
+        )
 
     def list_executions(call: Call) -> ExecutionPage:
         q: ExecutionsQuery = call.query

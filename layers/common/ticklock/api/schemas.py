@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from ticklock.domain.jobs import Execution, Job
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, schedule_to_dict
 from ticklock.domain.service import MIN_TIMEOUT
 from ticklock.errors import InvalidJob
 
@@ -167,24 +167,27 @@ class JobOut(BaseModel):
 
     @staticmethod
     def of(job: Job) -> JobOut:
-        from ticklock.domain.schedules import schedule_to_dict
+        return JobOut.model_validate(JobOut.fields(job))
 
-        return JobOut(
-            id=job.id,
-            name=job.name,
-            handler=job.handler,
-            schedule=schedule_to_dict(job.schedule),
-            payload=dict(job.payload),
-            timeout=job.timeout,
-            max_retries=job.max_retries,
-            enabled=job.enabled,
-            next_run_at=job.next_run_at,
-            trigger_pending_at=job.trigger_at,
-            running=job.lease is not None and job.lease.until > datetime.now(UTC),
-            version=job.version,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
-        )
+    @staticmethod
+    def fields(job: Job) -> dict[str, Any]:
+        """The job as this model's fields, to validate many at once (a page) in one call."""
+        return {
+            "id": job.id,
+            "name": job.name,
+            "handler": job.handler,
+            "schedule": schedule_to_dict(job.schedule),
+            "payload": job.payload,
+            "timeout": job.timeout,
+            "max_retries": job.max_retries,
+            "enabled": job.enabled,
+            "next_run_at": job.next_run_at,
+            "trigger_pending_at": job.trigger_at,
+            "running": job.lease is not None and job.lease.until > datetime.now(UTC),
+            "version": job.version,
+            "created_at": job.created_at,
+            "updated_at": job.updated_at,
+        }
 
 
 class ExecutionOut(BaseModel):

@@ -143,7 +143,6 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
     raise InvalidJob(f"unknown schedule kind {kind!r}", field="schedule.kind")
 
 
-@lru_cache(maxsize=256)
 @lru_cache(maxsize=1)
 def known_zones() -> frozenset[str]:
     """The IANA names the pinned ``tzdata`` package lists. Names only a host has (``localtime``,
@@ -151,6 +150,7 @@ def known_zones() -> frozenset[str]:
     return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
 
 
+@lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
     try:
         if name not in known_zones():

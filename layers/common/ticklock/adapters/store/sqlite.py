@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
-from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
+from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 from ticklock.ports import Started
 
@@ -481,13 +482,19 @@ def _job_row(job: Job, now: datetime) -> tuple[Any, ...]:
     )
 
 
+@lru_cache(maxsize=4096)
+def _schedule(text: str) -> Schedule:
+    # schedules are frozen values, and most jobs share a handful of them: parse each text once
+    return schedule_from_dict(json.loads(text))
+
+
 def _job(row: tuple[Any, ...]) -> Job:
     lease = Lease(row[11], row[12], from_us(row[13])) if row[11] else None
     return Job(
         id=row[0],
         name=row[1],
         handler=row[2],
-        schedule=schedule_from_dict(json.loads(row[3])),
+        schedule=_schedule(row[3]),
         payload=json.loads(row[4]),
         timeout=row[5],
         max_retries=row[6],

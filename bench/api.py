@@ -9,6 +9,8 @@ dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jo
 ``POST /jobs`` drives it for ``--seconds`` with 1, 16 and 64 concurrent clients. The clients are one
 asyncio process of raw HTTP/1.1 keep-alive connections (a few dozen microseconds per request: a
 general-purpose client library would be the bottleneck on two cores), so the server's own cost shows.
+In the same run, the peer for scale: bare uvicorn with httptools (the same HTTP stack, one process)
+answering every request with a constant JSON body, the ceiling of the transport on this machine.
 Each request is timed from its first byte sent to the last byte of its answer; a request unanswered
 within 10 s, an error status or a dropped connection counts as an error. Targets (2 cores): GET
 >= 2,000/s and POST >= 500/s at 64 clients with p99 < 50 ms. Nothing here asserts: the table is for a reader.
@@ -43,6 +45,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+PEER = """
+import uvicorn
+BODY = b'{"id":"0123456789abcdef0123456789abcdef","name":"bench","handler":"noop"}'
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await receive()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]})
+    await send({"type": "http.response.body", "body": BODY})
+uvicorn.run(app, host="127.0.0.1", port=int(__import__("sys").argv[1]), http="httptools", log_level="warning",
+            access_log=False, lifespan="off")
+"""
+
+
+def wait_up(port: int) -> None:
+    for _ in range(200):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.05)
 
 
 def seed(db: Path) -> list[str]:
@@ -134,13 +160,11 @@ def main() -> None:
     port = free_port()
     env = {**os.environ, "TICKLOCK_DB": str(db), "TICKLOCK_PORT": str(port), "TICKLOCK_LOG_LEVEL": "warning"}
     server = subprocess.Popen([sys.executable, "-m", "ticklock", "serve"], env=env, cwd=folder)
+    peer_port = free_port()
+    peer = subprocess.Popen([sys.executable, "-c", PEER, str(peer_port)])
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_up(port)
+        wait_up(peer_port)
         run_tag = os.urandom(3).hex()
 
         def post_job(i: int, n: int) -> tuple[bytes, int]:
@@ -160,9 +184,11 @@ def main() -> None:
             "POST /jobs": post_job,
         }  # fmt: skip
         rows = []
-        for name, make in scenarios.items():
+        runs = [(name, port, make) for name, make in scenarios.items()]
+        runs.append(("peer: bare uvicorn, constant JSON", peer_port, lambda i, n: (request("GET", "/x"), 200)))
+        for name, target, make in runs:
             for clients in counts:
-                latencies, errors, ms = asyncio.run(drive(port, clients, args.seconds, make))
+                latencies, errors, ms = asyncio.run(drive(target, clients, args.seconds, make))
                 rate = len(latencies) / (ms / 1000)
                 p50, p99 = (percentile(latencies, q) or float("nan") for q in (50, 99))
                 rows.append((name, clients, len(latencies), rate, p50, p99, errors))
@@ -176,8 +202,9 @@ def main() -> None:
                 f"| `{name}` | {clients} | {count:,} | {rate:,.0f} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | {errors} |"
             )
     finally:
-        server.terminate()
-        server.wait(30)
+        for proc in (server, peer):
+            proc.terminate()
+            proc.wait(30)
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
         "api_max_connections",
         "2048",
         _int(16, 1_000_000),
-        "open API connections at most; newer ones are closed at once",
+        "open API connections at most; past it the oldest idle one is closed",
     ),
     Setting(
         "api_header_timeout", "10", _float(0.1, 600.0), "seconds a client has to send a request's line and headers"

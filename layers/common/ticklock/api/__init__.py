@@ -1,1 +1,2 @@
-"""The REST API: written once on the powertools event handler, served locally and by API Gateway."""
+"""The REST API: one route table (``routes``) answered by ``app.Api``, served by ``ticklock serve``
+(``asgi``, ``server``) and by the API function (``gateway``)."""

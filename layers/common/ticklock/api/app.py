@@ -7,7 +7,8 @@ deadlock seen with a dozen concurrent clients; upstream issues 8187 and 8451). `
 in locals, so any number of threads may call ``handle`` at once.
 
 The order of checks is fixed, so a client learns no more than its credentials allow: the token
-(anything but ``/health`` answers 401 without it, before the path is even looked up), then the route
+(without it, a plain GET of ``/health`` says ok or unavailable and anything else is a 401, before the
+path is even looked up), then the route
 (404, 405 with ``Allow``; HEAD wherever GET is), then the query, the content type and the JSON body
 (400 / 415 / 422), then the route itself. A bug is a 500 whose body carries only an incident id.
 """
@@ -64,14 +65,6 @@ class Api:
         """Stop the health probe's thread (a ping still hanging is left to end by itself)."""
         self.probe.close()
 
-    def route_for(self, method: str, path: str) -> Route | None:
-        """The route a request would reach (HEAD reaches GET), without checking anything else."""
-        found = self._lookup(path)
-        if found is None:
-            return None
-        methods = found[0]
-        return methods.get("GET" if method == "HEAD" else method)
-
     def handle(self, request: Request) -> Reply:
         """Answer one request; never raises."""
         try:
@@ -79,10 +72,21 @@ class Api:
         except Exception as exc:  # noqa: BLE001 - the last line: a bug is a 500 with an incident id
             return errors.internal(exc)
 
-    def gate(self, request: Request) -> Reply | None:
-        """The answer a request gets before its body is read (401, 404, 405, OPTIONS), if any."""
+    def gate(self, request: Request) -> Reply | tuple[Route, bool]:
+        """What a request gets before its query and body are read: a 401 / 404 / 405 / OPTIONS answer,
+        or the route it reaches and whether it carries the token."""
         resolved = self._resolve(request)
-        return resolved if isinstance(resolved, Reply) else None
+        return resolved if isinstance(resolved, Reply) else (resolved[0], resolved[2])
+
+    def no_body(self) -> Reply:
+        """The answer to a body sent where the operation takes none."""
+        return error(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            "validation_error",
+            "body: this operation takes no body",
+            [{"field": "body", "message": "this operation takes no body"}],
+            headers={"connection": "close"},
+        )
 
     def _handle(self, request: Request) -> Reply:
         resolved = self._resolve(request)
@@ -97,7 +101,13 @@ class Api:
     def _resolve(self, request: Request) -> Reply | tuple[Route, dict[str, str], bool]:
         method = request.method.upper()
         authorized = self._authorized(request)
-        if not authorized and request.path not in self._open:
+        if not authorized:
+            # An open route (/health) answers a plain GET or HEAD, its query and body ignored; anything
+            # else, anywhere, is a 401 that says nothing about paths, methods or limits.
+            if request.path in self._open and method in ("GET", "HEAD"):
+                opened = self._lookup(request.path)
+                if opened is not None:
+                    return opened[0]["GET"], opened[1], False
             return error(
                 HTTPStatus.UNAUTHORIZED,
                 "unauthorized",
@@ -122,6 +132,8 @@ class Api:
         )
 
     def _call(self, route: Route, params: dict[str, str], request: Request, authorized: bool) -> Reply:
+        if not authorized:  # an open route, asked without the token: no query, no body, nothing to check
+            return _reply(route, route.call(Call(params, authorized=False)))
         query = _query(route, request.query)
         if isinstance(query, Reply):
             return query
@@ -149,14 +161,7 @@ class Api:
 
     def _body(self, route: Route, request: Request) -> Any:
         if route.body is None:
-            if request.body.strip():
-                return error(
-                    HTTPStatus.UNPROCESSABLE_ENTITY,
-                    "validation_error",
-                    "body: this operation takes no body",
-                    [{"field": "body", "message": "this operation takes no body"}],
-                )
-            return None
+            return self.no_body() if request.body.strip() else None
         if len(request.body) > self.max_body_bytes:
             return too_large(self.max_body_bytes)
         if not request.body:

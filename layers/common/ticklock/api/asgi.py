@@ -1,9 +1,11 @@
 """The ASGI front of ``ticklock serve``: bytes in, ``Api.handle`` on a thread, bytes out.
 
-The event loop only moves bytes and counts. Each request is read whole (within the size limit and the
-body timeout), then answered on a thread: requests that wait on the store on the store's own pool,
-the rest (``/health``, ``/handlers``, the document) on a small pool of their own, so a slow or locked
-store never delays them. Past ``max_in_flight`` requests a new one gets a 503 with ``Retry-After`` at
+The event loop only moves bytes and counts. The token and the route are checked before anything is
+read (a 401 / 404 / 405 costs no body); a body is read only for an operation that takes one, whole,
+within the size limit and the body timeout. Then the request is answered on a thread: requests that
+wait on the store on the store's own pool, ``/health`` on two threads of its own (it waits up to a
+second on a hung store), the rest (``/handlers``, the document) on two more, so a slow or locked store
+never delays them. Past ``max_in_flight`` requests a new one gets a 503 with ``Retry-After`` at
 once instead of a place in a queue; ``/health`` is never refused that way.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.parse
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from ticklock.api import errors
 from ticklock.api.app import Api, too_large
 from ticklock.api.http import Reply, Request, error
-from ticklock.api.routes import ApiDeps
+from ticklock.api.routes import ApiDeps, Route
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -41,51 +43,63 @@ class AsgiFront:
         self.in_flight = 0
         self._store_pool = ThreadPoolExecutor(threads, thread_name_prefix="ticklock-api")
         self._light_pool = ThreadPoolExecutor(LIGHT_THREADS, thread_name_prefix="ticklock-api-light")
+        # /health waits up to a second on a hung store: its own threads, so /handlers never queues behind it
+        self._open_pool = ThreadPoolExecutor(LIGHT_THREADS, thread_name_prefix="ticklock-api-health")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
         if scope["type"] != "http":
-            return  # no websockets: uvicorn closes the connection
-        method = scope["method"]
-        route = self.api.route_for(method, scope["path"])
-        counted = route is None or not route.open
+            return  # no websockets (and uvicorn runs with lifespan off): the connection is closed
+        headers = _headers(scope)
+        bare = Request(scope["method"], scope["path"], headers)
+        gated = self.api.gate(bare)
+        if isinstance(gated, Reply):
+            await _send(send, _closing(gated, headers))  # 401 / 404 / 405 before a byte of the body is read
+            return
+        route, authorized = gated
+        counted = not route.open
         if counted and self.in_flight >= self.max_in_flight:
-            await _send(send, errors.overloaded(self.max_in_flight))
+            await _send(send, _closing(errors.overloaded(self.max_in_flight), headers))
             return
         self.in_flight += counted
         try:
-            reply = await self._answer(scope, receive, route)
+            reply = await self._answer(scope, receive, bare, route, authorized)
             if reply is not None:
                 await _send(send, reply)
         finally:
             self.in_flight -= counted
 
-    async def _answer(self, scope: Scope, receive: Receive, route: Any) -> Reply | None:
-        headers = _headers(scope)
+    async def _answer(
+        self, scope: Scope, receive: Receive, bare: Request, route: Route, authorized: bool
+    ) -> Reply | None:
+        loop = asyncio.get_running_loop()
+        if not authorized:  # an open route without the token: query and body are neither read nor judged
+            return _closing(await loop.run_in_executor(self._open_pool, self.api.handle, bare), bare.headers)
         query = _query(scope.get("query_string", b""))
         if isinstance(query, Reply):
-            return query
-        bare = Request(scope["method"], scope["path"], headers, query)
-        early = self.api.gate(bare)
-        if early is not None:
-            return early  # 401 / 404 / 405 without reading a byte of the body
-        body = await self._body(receive, headers, expects=route is not None and route.body is not None)
-        if body is None or isinstance(body, Reply):
-            return body
-        request = Request(bare.method, bare.path, headers, query, body)
-        pool = self._store_pool if route is None or route.store else self._light_pool
-        return await asyncio.get_running_loop().run_in_executor(pool, self.api.handle, request)
+            return _closing(query, bare.headers)
+        if route.body is None:
+            if _declares_body(bare.headers):
+                return self.api.no_body()  # refused unread: a body-less route never waits for bytes
+            body = b""
+        else:
+            read = await self._body(receive, bare.headers)
+            if read is None or isinstance(read, Reply):
+                return read
+            body = read
+        request = Request(bare.method, bare.path, bare.headers, query, body)
+        pool = self._store_pool if route.store else self._open_pool if route.open else self._light_pool
+        return await loop.run_in_executor(pool, self.api.handle, request)
 
-    async def _body(self, receive: Receive, headers: dict[str, str], *, expects: bool) -> bytes | Reply | None:
+    async def _body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | Reply | None:
         """The whole body, a 413 / 408, or None if the client went away."""
         limit = self.api.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or len(declared) > 12):
-            return error(HTTPStatus.BAD_REQUEST, "bad_request", "Content-Length is not a number")
+            return error(
+                HTTPStatus.BAD_REQUEST, "bad_request", "Content-Length is not a number", headers={"connection": "close"}
+            )
         if declared is not None and int(declared) > limit:
-            return too_large(limit)
+            return _closing(too_large(limit), headers)
         if declared == "0" and "transfer-encoding" not in headers:
             return b""
         chunks: list[bytes] = []
@@ -107,7 +121,7 @@ class AsgiFront:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                return too_large(limit)
+                return _closing(too_large(limit), headers)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
@@ -116,6 +130,7 @@ class AsgiFront:
         self.api.close()
         self._store_pool.shutdown(wait=False, cancel_futures=True)
         self._light_pool.shutdown(wait=False, cancel_futures=True)
+        self._open_pool.shutdown(wait=False, cancel_futures=True)
 
 
 def local_app(
@@ -143,6 +158,17 @@ def _headers(scope: Scope) -> dict[str, str]:
     return out
 
 
+def _declares_body(headers: Mapping[str, str]) -> bool:
+    return headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+
+
+def _closing(reply: Reply, headers: Mapping[str, str]) -> Reply:
+    """``reply``, closing the connection when the request's body was left unread."""
+    if not _declares_body(headers) or "connection" in reply.headers:
+        return reply
+    return Reply(reply.status, reply.body, {**reply.headers, "connection": "close"})
+
+
 def _query(raw: bytes) -> dict[str, list[str]] | Reply:
     if not raw:
         return {}
@@ -161,13 +187,3 @@ async def _send(send: Send, reply: Reply) -> None:
         headers.append((b"content-length", str(len(reply.body)).encode()))
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -14,18 +14,21 @@ from ticklock.api.http import Reply, Request, error
 
 
 def request_of(event: Mapping[str, Any]) -> Request | Reply:
-    """The request an API Gateway proxy event carries (a 400 if its body cannot be decoded)."""
+    """The request an API Gateway proxy event carries (a 400 if its body cannot be decoded). Values of an
+    unexpected type are read as text rather than trusted: the event's shape is API Gateway's, not ours."""
     headers: dict[str, str] = {}
     for name, values in (event.get("multiValueHeaders") or {}).items():
-        headers[name.lower()] = ", ".join(values or [])
+        headers[str(name).lower()] = ", ".join(str(v) for v in values or [] if v is not None)
     for name, value in (event.get("headers") or {}).items():
-        headers.setdefault(name.lower(), value or "")
-    query: dict[str, list[str]] = {
-        k: list(v or []) for k, v in (event.get("multiValueQueryStringParameters") or {}).items()
-    }
+        headers.setdefault(str(name).lower(), "" if value is None else str(value))
+    query: dict[str, list[str]] = {}
+    for name, values in (event.get("multiValueQueryStringParameters") or {}).items():
+        query[str(name)] = [str(v) for v in values or [] if v is not None]
     for name, value in (event.get("queryStringParameters") or {}).items():
-        query.setdefault(name, [value])
+        query.setdefault(str(name), [] if value is None else [str(value)])
     raw = event.get("body") or ""
+    if not isinstance(raw, str):
+        return error(HTTPStatus.BAD_REQUEST, "bad_request", "the event's body is not text")
     if event.get("isBase64Encoded"):
         try:
             body = base64.b64decode(raw, validate=True)
@@ -33,7 +36,7 @@ def request_of(event: Mapping[str, Any]) -> Request | Reply:
             return error(HTTPStatus.BAD_REQUEST, "bad_request", "the body is not valid base64")
     else:
         body = raw.encode("utf-8", "surrogatepass")
-    return Request(str(event.get("httpMethod", "GET")), str(event.get("path", "/")), headers, query, body)
+    return Request(str(event.get("httpMethod") or "GET"), str(event.get("path") or "/"), headers, query, body)
 
 
 def response_of(reply: Reply) -> dict[str, Any]:

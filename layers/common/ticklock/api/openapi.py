@@ -14,13 +14,12 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ticklock import __version__
 from ticklock.api.schemas import ErrorBody
-from ticklock.domain.service import JobService
+from ticklock.domain.service import INT64_RANGE, MAX_PAYLOAD_DEPTH, JobService
 
 if typing.TYPE_CHECKING:
     from ticklock.api.routes import Route
 
 REF = "#/components/schemas/{model}"
-INT64 = 2**63
 # Answers any route can give: a query that cannot be decoded (400) or is not declared (422), a full
 # server (503 with Retry-After), a bug (500, an incident id). Routes add their own.
 COMMON = (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY, HTTPStatus.INTERNAL_SERVER_ERROR,
@@ -42,8 +41,8 @@ PAYLOAD_VALUE: dict[str, Any] = {
     "anyOf": [
         {"type": "null"},
         {"type": "boolean"},
-        {"type": "integer", "minimum": -INT64, "maximum": INT64 - 1},
-        {"type": "number"},
+        {"type": "integer", "minimum": INT64_RANGE[0], "maximum": INT64_RANGE[1]},
+        {"type": "number", "not": {"type": "integer"}},  # integers are the branch above, within 64 bits
         {"type": "string"},
         {"type": "array", "items": {"$ref": "#/components/schemas/PayloadValue"}},
         {"$ref": "#/components/schemas/Payload"},
@@ -52,7 +51,7 @@ PAYLOAD_VALUE: dict[str, Any] = {
 PAYLOAD: dict[str, Any] = {
     "type": "object",
     "description": "a JSON object handed to the handler; keys are not empty, do not start with '$' and hold no "
-    "'.' or NUL; integers fit 64 bits; at most 32 levels deep and the configured size as JSON",
+    f"'.' or NUL; integers fit 64 bits; at most {MAX_PAYLOAD_DEPTH} levels deep and the configured size as JSON",
     "propertyNames": {"pattern": "^[^$.\\u0000][^.\\u0000]*$"},
     "additionalProperties": {"$ref": "#/components/schemas/PayloadValue"},
 }

@@ -5,9 +5,10 @@ validated query and body) and returns a pydantic model (sent with the route's st
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -78,21 +79,27 @@ class ApiDeps:
 
 
 class Probe:
-    """Pings the store with a bound on the wait. One ping at a time: while one hangs, the next asks
-    answer "unavailable" at once instead of piling up threads behind it."""
+    """Pings the store with a bound on the wait. One ping at a time: callers that come while it is out
+    share it and its deadline, so however many ask, none waits longer than ``timeout`` from the ping's
+    start, and a hung store costs one thread, not one per caller."""
 
     def __init__(self, store: Store, timeout: float = HEALTH_TIMEOUT) -> None:
         self._store = store
         self._timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ticklock-health")
-        self._pending: Any = None
+        self._mutex = threading.Lock()
+        self._pending: Future[None] | None = None
+        self._deadline = 0.0
 
     def __call__(self) -> str | None:
         """None when the store answered in time, else why not."""
-        if self._pending is None or self._pending.done():
-            self._pending = self._pool.submit(self._store.ping)
+        with self._mutex:
+            if self._pending is None or self._pending.done():
+                self._pending = self._pool.submit(self._store.ping)
+                self._deadline = time.monotonic() + self._timeout
+            pending, deadline = self._pending, self._deadline
         try:
-            self._pending.result(timeout=self._timeout)
+            pending.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             return f"the store did not answer within {self._timeout:g} s"
         except StoreUnavailable as exc:

@@ -7,14 +7,31 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from ticklock.domain.jobs import Execution, Job
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, schedule_to_dict
+from ticklock.domain.schedules import (
+    CronSchedule,
+    IntervalSchedule,
+    OnceSchedule,
+    Schedule,
+    check_new_timezone,
+    schedule_to_dict,
+)
 from ticklock.domain.service import MIN_TIMEOUT
 from ticklock.errors import InvalidJob
 
 _STRICT = ConfigDict(extra="forbid")
+
+
+def _whole(value: Any) -> Any:
+    # JSON Schema counts 5.0 as an integer; true and "5" are not numbers at all
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WholeNumber = Annotated[StrictInt, BeforeValidator(_whole)]
 Name = Annotated[
     str,
     Field(
@@ -45,7 +62,7 @@ class CronIn(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _tz(cls, value: str) -> str:
-        return _checked(lambda: CronSchedule("@hourly", value).timezone)
+        return _checked(lambda: check_new_timezone(value))
 
     def to_domain(self) -> Schedule:
         return CronSchedule(self.expr, self.timezone)
@@ -54,7 +71,7 @@ class CronIn(BaseModel):
 class IntervalIn(BaseModel):
     model_config = _STRICT
     kind: Literal["interval"]
-    seconds: StrictInt = Field(ge=1, le=366 * 86400, description="whole seconds between runs")
+    seconds: WholeNumber = Field(ge=1, le=366 * 86400, description="whole seconds between runs")
 
     def to_domain(self) -> Schedule:
         return IntervalSchedule(self.seconds)
@@ -107,7 +124,7 @@ class JobCreate(BaseModel):
     timeout: StrictFloat = Field(
         60.0, ge=MIN_TIMEOUT, description="seconds; the deadline of the whole run, retries included"
     )
-    max_retries: StrictInt = Field(0, ge=0, le=25)
+    max_retries: WholeNumber = Field(0, ge=0, le=25)
     enabled: StrictBool = True
 
 
@@ -131,7 +148,7 @@ class JobPatch(BaseModel):
     schedule: ScheduleIn | None = None
     payload: Payload | None = None
     timeout: StrictFloat | None = Field(None, ge=MIN_TIMEOUT)
-    max_retries: StrictInt | None = Field(None, ge=0, le=25)
+    max_retries: WholeNumber | None = Field(None, ge=0, le=25)
     enabled: StrictBool | None = None
 
     @field_validator("*", mode="before")

@@ -2,11 +2,12 @@
 
 - **Header timeout.** uvicorn arms no timer until a first response is sent, so a client that sends half
   a request line holds its connection for ever. Each connection here must finish a request's line and
-  headers within ``api_header_timeout`` seconds of connecting (or of its previous response).
+  headers within ``api_header_timeout`` seconds of connecting, or of the first byte of its next
+  keep-alive request.
 - **Connection limit.** Past ``api_max_connections`` open connections, the oldest one still waiting
   for a request's headers is closed to make room (a new one is refused only when all are mid-request).
-  The limit is kept below the process's file-descriptor limit (raised to its hard limit at start), so
-  the accept loop never runs out of descriptors and the store keeps its own.
+  The limit is kept ``FD_RESERVE`` below the process's file-descriptor limit (raised to its hard limit
+  at start): room for one accept burst of ``BACKLOG`` sockets and for the store's own descriptors.
 - **Keep-alive.** Idle connections close after ``api_keepalive_timeout`` seconds (uvicorn's own timer).
 - **Quiet under abuse.** Log lines that a flood repeats (malformed requests, accept errors) are let
   through once a minute per message, with a count of the ones held back.
@@ -15,17 +16,21 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import resource
 import time
+from http import HTTPStatus
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ticklock.api.http import error
+
 log = logging.getLogger("ticklock.api")
-FD_RESERVE = 256  # descriptors kept for the store, the lock, log files and the handlers' own sockets
+BACKLOG = 128  # asyncio accepts up to this many sockets in one go, before any can be turned away
+# descriptors kept free: one accept burst, plus the store, the lock, log files and the handlers' sockets
+FD_RESERVE = BACKLOG + 256
 
 
 def connection_limit(wanted: int) -> int:
@@ -47,10 +52,10 @@ def connection_limit(wanted: int) -> int:
 def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with the header timeout and the connection limit."""
 
-    # Connections waiting for a request's headers (new, or idle between keep-alive requests), oldest
-    # first: the ones to give up when the limit is reached, so that a flood of half-sent requests
-    # cannot keep a real client (or /health) out.
-    waiting: dict[GuardedProtocol, None] = {}
+    # Connections between requests (new, or idle on keep-alive), in the order they became so: the ones
+    # given up first when the limit is reached, so a flood of half-sent requests cannot keep a real
+    # client (or /health) out. A connection leaves this set while a request is being answered.
+    between: dict[GuardedProtocol, None] = {}
 
     class GuardedProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
@@ -58,34 +63,39 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                oldest = next(iter(waiting), None)
+                oldest = next(iter(between), None)
                 if oldest is None:  # every connection is busy with a request: this one waits its turn
                     transport.abort()
                     return
-                oldest._disarm()
+                oldest._leave()
                 oldest.transport.abort()
-            self._arm()
+            between[self] = None
+            self._arm()  # a new connection owes its first request line and headers
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._header_timer is None:
+                self._arm()  # the first bytes of a keep-alive request: its headers are now owed
 
         def on_headers_complete(self) -> None:
-            self._disarm()
+            self._leave()
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()
+            busy = self.cycle is not None and not self.cycle.response_complete  # a pipelined request began
+            if not busy and not self.transport.is_closing():
+                between[self] = None  # idle now: uvicorn's keep-alive timer governs it until bytes come
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
+            self._leave()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
-            self._disarm()
             self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
-            waiting[self] = None
 
-        def _disarm(self) -> None:
-            waiting.pop(self, None)
+        def _leave(self) -> None:
+            between.pop(self, None)
             if self._header_timer is not None:
                 self._header_timer.cancel()
                 self._header_timer = None
@@ -93,17 +103,15 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
         def send_400_response(self, msg: str) -> None:
             # httptools refused the bytes (a bad request line, a header or URL over its limits): the usual
             # error body, and the connection closed, since the rest of the stream cannot be trusted
-            body = json.dumps(
-                {"error": "bad_request", "message": f"not a valid HTTP/1.1 request: {msg}", "details": []}
-            )
-            head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            self.transport.write(f"{head}connection: close\r\n\r\n{body}".encode())
+            reply = error(HTTPStatus.BAD_REQUEST, "bad_request", f"not a valid HTTP/1.1 request: {msg}")
+            head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(reply.body)}"
+            self.transport.write(f"{head}\r\nconnection: close\r\n\r\n".encode() + reply.body)
             self.transport.close()
 
         def _headers_late(self) -> None:
             self._header_timer = None
-            waiting.pop(self, None)
             if self.cycle is None or self.cycle.response_complete:
+                self._leave()
                 self.transport.close()
 
     return GuardedProtocol
@@ -135,10 +143,11 @@ class OncePerMinute(logging.Filter):
 
 
 def quiet_floods() -> None:
-    """Install the once-a-minute filter on the loggers a flood of bad clients fills."""
-    flood = OncePerMinute()
+    """Install the once-a-minute filter on the loggers a flood of bad clients fills (once each)."""
     for name in ("uvicorn.error", "asyncio"):
-        logging.getLogger(name).addFilter(flood)
+        target = logging.getLogger(name)
+        if not any(isinstance(f, OncePerMinute) for f in target.filters):
+            target.addFilter(OncePerMinute())
 
 
 def config(app: Any, *, host: str, port: int, settings: Any) -> uvicorn.Config:
@@ -155,5 +164,5 @@ def config(app: Any, *, host: str, port: int, settings: Any) -> uvicorn.Config:
         lifespan="off",
         timeout_keep_alive=settings.api_keepalive_timeout,
         timeout_graceful_shutdown=5,
-        backlog=1024,
+        backlog=BACKLOG,
     )

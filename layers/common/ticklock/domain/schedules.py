@@ -150,11 +150,21 @@ def known_zones() -> frozenset[str]:
     return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
 
 
+def check_new_timezone(name: str) -> str:
+    """A timezone for a new or changed job: an IANA name the pinned ``tzdata`` lists (not a host-only name
+    such as ``localtime``). Stored jobs are not re-checked on read, so a job saved before this rule still
+    loads, runs and can be changed. Raises ``InvalidJob``."""
+    if name not in known_zones():
+        raise InvalidJob(
+            f"unknown timezone {name[:64]!r}: use an IANA name such as 'Europe/London'", field="schedule.timezone"
+        )
+    _zone(name)
+    return name
+
+
 @lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
     try:
-        if name not in known_zones():
-            raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidJob(

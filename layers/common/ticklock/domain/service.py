@@ -25,7 +25,7 @@ from ticklock.ports import Store
 MAX_RETRIES = 25
 MIN_TIMEOUT = 0.01  # seconds: below this a deadline is finer than the clock that checks it
 MAX_PAYLOAD_DEPTH = 32
-_INT64 = (-(2**63), 2**63 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
 def _check_payload(value: Any, where: str, depth: int) -> None:
@@ -45,7 +45,7 @@ def _check_payload(value: Any, where: str, depth: int) -> None:
             raise InvalidJob("is not a finite number (JSON has no NaN or Infinity)", field=where)
         return
     if isinstance(value, int):
-        if not _INT64[0] <= value <= _INT64[1]:
+        if not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
             raise InvalidJob("is an integer beyond 64 bits", field=where)
         return
     if isinstance(value, Mapping):
@@ -260,11 +260,9 @@ class JobService:
         if not 0 <= max_retries <= MAX_RETRIES:
             raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")
         _check_payload(payload, "payload", 0)
-        size = len(json.dumps(payload, separators=(",", ":")).encode())
+        size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())  # as UTF-8
         if size > self.limits.max_payload_bytes:
-            raise InvalidJob(
-                f"payload is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload"
-            )
+            raise InvalidJob(f"is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload")
         if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
             raise InvalidJob(
                 f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"

@@ -175,7 +175,11 @@ class SQLiteStore:
             try:
                 return func(conn)
             finally:
-                conn.execute("COMMIT")
+                if conn.in_transaction:  # never leave this thread's connection inside a transaction
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.Error:
+                        conn.execute("ROLLBACK")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
 

@@ -384,3 +384,55 @@ def test_db_flag_reaches_the_product_handlers(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# -- from a review: bodies that never come, pipelining at the limit, keep-alive beside the header timer ---
+
+
+def test_a_declared_body_on_a_bodyless_route_is_not_waited_for(start: Callable[..., Serve]) -> None:
+    """GET /health with Content-Length: 10 and no bytes: answered at once, not after the 30 s body timeout
+    (which would let clients without the token hold connections)."""
+    for serve, expected in ((start(), 422), (start(TICKLOCK_API_TOKEN=TOKEN), 200)):
+        hanging = b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+        status, body = status_and_body(raw(serve.port, hanging, wait=10))
+        assert status == expected, body
+        denied = b"POST /jobs/x/pause HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+        status, body = status_and_body(raw(serve.port, denied, wait=10))
+        assert status in (401, 422), body
+
+
+def test_a_pipelined_request_in_progress_is_not_evicted_at_the_limit(start: Callable[..., Serve]) -> None:
+    serve = start(TICKLOCK_API_MAX_CONNECTIONS="16")
+    busy = socket.create_connection(("127.0.0.1", serve.port), timeout=10)
+    busy.sendall(
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{"
+    )
+    time.sleep(0.5)  # the first answer is out and the POST is waiting for its last byte
+    others = [socket.create_connection(("127.0.0.1", serve.port), timeout=5) for _ in range(40)]
+    try:
+        time.sleep(0.5)
+        busy.sendall(b"}")
+        received = b""
+        while received.count(b"HTTP/1.1 ") < 2:
+            chunk = busy.recv(65536)
+            assert chunk, f"the busy connection was closed: {received!r}"
+            received += chunk
+        assert b"HTTP/1.1 422" in received  # {} is not a job: answered, not cut off
+    finally:
+        busy.close()
+        for sock in others:
+            sock.close()
+
+
+def test_keep_alive_outlasts_the_header_timeout(start: Callable[..., Serve]) -> None:
+    serve = start(TICKLOCK_API_HEADER_TIMEOUT="1", TICKLOCK_API_KEEPALIVE_TIMEOUT="4")
+    conn = HTTPConnection("127.0.0.1", serve.port, timeout=10)
+    conn.request("GET", "/health")
+    assert conn.getresponse().read()
+    sock = conn.sock
+    time.sleep(2.0)  # idle past the header timeout, well inside keep-alive
+    conn.request("GET", "/health")
+    assert conn.getresponse().status == 200
+    assert conn.sock is sock
+    conn.close()

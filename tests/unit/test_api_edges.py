@@ -299,3 +299,109 @@ def test_404_does_not_echo_a_long_id(api: Harness) -> None:
     assert len(data["message"]) < 150
     data = error_of(api.get(f"/jobs/{'y' * 5000}"), 404, "not_found")
     assert "y" * 100 not in json.dumps(data)
+
+
+# -- from a review: what a client without the token can still learn, and stored rows of older rules ---------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    [
+        ("GET", "/health?x=1", {}),
+        ("GET", "/health", {"content": b"{}", "headers": {"Content-Type": "application/json"}}),
+        ("HEAD", "/health?limit=%ff", {}),
+    ],
+    ids=["query", "body", "head-bad-query"],
+)
+def test_without_a_token_health_ignores_query_and_body(
+    secured_api: Harness, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
+    response = secured_api.request(method, path, auth=False, **kwargs)
+    assert response.status_code == 200
+    assert response.content in (b"", b'{"status": "ok"}')
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("PUT", "/health"),
+        ("OPTIONS", "/health"),
+        ("GET", "/jobs?a=%ff"),
+        ("GET", "/jobs?" + "&".join(f"k{i}=1" for i in range(50))),
+    ],
+    ids=["put-health", "options-health", "bad-query", "many-fields"],
+)
+def test_without_a_token_methods_and_queries_are_401(secured_api: Harness, method: str, path: str) -> None:
+    response = secured_api.request(method, path, auth=False)
+    error_of(response, 401, "unauthorized")
+    assert "allow" not in response.headers
+
+
+def test_a_stored_job_whose_timezone_a_newer_rule_refuses_still_reads(
+    api: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ticklock.domain import schedules
+
+    job = api.post("/jobs", json={**JOB, "schedule": {"kind": "cron", "expr": "@hourly", "timezone": "Europe/London"}})
+    assert job.status_code == 201
+    narrower = frozenset(schedules.known_zones() - {"Europe/London"})
+    monkeypatch.setattr(schedules, "known_zones", lambda: narrower)
+    job_id = job.json()["id"]
+    assert api.get(f"/jobs/{job_id}").status_code == 200
+    assert [j["id"] for j in api.get("/jobs").json()["items"]] == [job_id]
+    patched = api.patch(f"/jobs/{job_id}", json={"max_retries": 2})
+    assert patched.status_code == 200, patched.text
+    refused = api.post(
+        "/jobs",
+        json={**JOB, "name": "new", "schedule": {"kind": "cron", "expr": "@hourly", "timezone": "Europe/London"}},
+    )
+    error_of(refused, 422)
+
+
+def test_payload_size_is_counted_in_utf8(api: Harness) -> None:
+    # 100 x "é" is 200 bytes as UTF-8 (the harness allows 256), 600 as ASCII escapes
+    response = api.post("/jobs", json={**JOB, "payload": {"s": "é" * 100}})
+    assert response.status_code == 201, response.text
+    data = error_of(api.post("/jobs", json={**JOB, "name": "big", "payload": {"s": "é" * 130}}), 422)
+    assert data["message"].startswith("payload: is 2"), data
+
+
+def test_whole_numbers_may_be_written_as_floats(api: Harness) -> None:
+    response = api.post("/jobs", json={**JOB, "schedule": {"kind": "interval", "seconds": 5.0}, "max_retries": 1.0})
+    assert response.status_code == 201, response.text
+    assert response.json()["schedule"]["seconds"] == 5
+    error_of(api.post("/jobs", json={**JOB, "name": "x", "schedule": {"kind": "interval", "seconds": 5.5}}), 422)
+    error_of(api.post("/jobs", json={**JOB, "name": "y", "max_retries": True}), 422)
+
+
+def test_health_callers_share_one_ping_of_a_hung_store(tmp_path: Any) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ticklock.adapters.store.sqlite import SQLiteStore
+    from ticklock.api.routes import Probe
+
+    release = threading.Event()
+    pings: list[int] = []
+
+    class Hung(SQLiteStore):
+        def ping(self) -> None:  # the real store, made to hang: fault injection, not a fake
+            pings.append(1)
+            release.wait(30)
+
+    store = Hung(tmp_path / "hung.db")
+    probe = Probe(store, timeout=0.2)
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda _: probe(), range(6)))
+        assert answers == ["the store did not answer within 0.2 s"] * 6
+        assert len(pings) == 1  # one ping out at a time, however many ask
+        assert probe() is not None and len(pings) == 1  # still hung: no second ping piles up
+        release.set()
+        probe._pending.result(5)  # type: ignore[union-attr]
+        assert probe() is None
+        assert len(pings) == 2
+    finally:
+        release.set()
+        probe.close()
+        store.close()

@@ -4,6 +4,7 @@ half-sent requests against a small descriptor limit, and settings given as flags
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -436,3 +437,40 @@ def test_keep_alive_outlasts_the_header_timeout(start: Callable[..., Serve]) -> 
     assert conn.getresponse().status == 200
     assert conn.sock is sock
     conn.close()
+
+
+def test_a_bare_crlf_after_an_answer_does_not_keep_a_connection_for_ever(start: Callable[..., Serve]) -> None:
+    serve = start(TICKLOCK_API_HEADER_TIMEOUT="1", TICKLOCK_API_KEEPALIVE_TIMEOUT="60")
+    with socket.create_connection(("127.0.0.1", serve.port), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"\r\n")  # cancels uvicorn's keep-alive timer, starts no request
+        assert sock.recv(1) == b""  # closed by the header timer, long before the 10 s socket timeout
+
+
+def test_clients_that_never_read_their_answers_cannot_lock_out_health(start: Callable[..., Serve]) -> None:
+    serve = start(TICKLOCK_API_TOKEN=TOKEN, TICKLOCK_API_MAX_CONNECTIONS="16", TICKLOCK_API_HEADER_TIMEOUT="1")
+    hogs = []
+    try:
+        for _ in range(24):  # more than the limit, each with pipelined 401s it never reads
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(5)
+            sock.connect(("127.0.0.1", serve.port))
+            with contextlib.suppress(OSError):
+                sock.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n" * 30_000 + b"G")
+            hogs.append(sock)
+
+        def health() -> Any:
+            # a connection refused while every slot is mid-answer is tried again, as any client would
+            try:
+                return httpx.get(f"{serve.url}/health", timeout=5).json()
+            except httpx.TransportError:
+                return None
+
+        assert wait_for(health, timeout=20, every=0.2) == {"status": "ok"}
+        assert serve.proc.poll() is None
+    finally:
+        for sock in hogs:
+            sock.close()
+    assert "Traceback" not in serve.log()

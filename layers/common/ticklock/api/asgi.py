@@ -3,10 +3,11 @@
 The event loop only moves bytes and counts. The token and the route are checked before anything is
 read (a 401 / 404 / 405 costs no body); a body is read only for an operation that takes one, whole,
 within the size limit and the body timeout. Then the request is answered on a thread: requests that
-wait on the store on the store's own pool, ``/health`` on two threads of its own (it waits up to a
-second on a hung store), the rest (``/handlers``, the document) on two more, so a slow or locked store
-never delays them. Past ``max_in_flight`` requests a new one gets a 503 with ``Retry-After`` at
-once instead of a place in a queue; ``/health`` is never refused that way.
+wait on the store on the store's own pool, ``/health`` on two threads of its own (its store ping is
+awaited on the loop first, so a hung store holds none of them), the rest (``/handlers``, the
+document) on two more, so a slow or locked store never delays them. Past ``max_in_flight`` requests a
+new one gets a 503 with ``Retry-After`` at once instead of a place in a queue; ``/health`` is never
+refused that way.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class AsgiFront:
         self, scope: Scope, receive: Receive, bare: Request, route: Route, authorized: bool
     ) -> Reply | None:
         loop = asyncio.get_running_loop()
+        if route.open:
+            await self.api.probe.settle()  # a hung store holds no thread here, however many ask
         if not authorized:  # an open route without the token: query and body are neither read nor judged
             return _closing(await loop.run_in_executor(self._open_pool, self.api.handle, bare), bare.headers)
         query = _query(scope.get("query_string", b""))

@@ -16,16 +16,23 @@ from ticklock.api.http import Reply, Request, error
 def request_of(event: Mapping[str, Any]) -> Request | Reply:
     """The request an API Gateway proxy event carries (a 400 if its body cannot be decoded). Values of an
     unexpected type are read as text rather than trusted: the event's shape is API Gateway's, not ours."""
+    maps = [event.get(key) or {} for key in ("multiValueHeaders", "headers", "multiValueQueryStringParameters",
+                                               "queryStringParameters")]  # fmt: skip
+    if not all(isinstance(m, Mapping) for m in maps):
+        return error(HTTPStatus.BAD_REQUEST, "bad_request", "the event's headers or query are not maps")
+    multi_headers, single_headers, multi_query, single_query = maps
     headers: dict[str, str] = {}
-    for name, values in (event.get("multiValueHeaders") or {}).items():
-        headers[str(name).lower()] = ", ".join(str(v) for v in values or [] if v is not None)
-    for name, value in (event.get("headers") or {}).items():
+    for name, values in multi_headers.items():
+        headers[str(name).lower()] = ", ".join(str(v) for v in _listed(values))
+    for name, value in single_headers.items():
         headers.setdefault(str(name).lower(), "" if value is None else str(value))
     query: dict[str, list[str]] = {}
-    for name, values in (event.get("multiValueQueryStringParameters") or {}).items():
-        query[str(name)] = [str(v) for v in values or [] if v is not None]
-    for name, value in (event.get("queryStringParameters") or {}).items():
-        query.setdefault(str(name), [] if value is None else [str(value)])
+    for name, values in multi_query.items():
+        if _listed(values):
+            query[str(name)] = [str(v) for v in _listed(values)]
+    for name, value in single_query.items():
+        if value is not None:
+            query.setdefault(str(name), [str(value)])
     raw = event.get("body") or ""
     if not isinstance(raw, str):
         return error(HTTPStatus.BAD_REQUEST, "bad_request", "the event's body is not text")
@@ -37,6 +44,10 @@ def request_of(event: Mapping[str, Any]) -> Request | Reply:
     else:
         body = raw.encode("utf-8", "surrogatepass")
     return Request(str(event.get("httpMethod") or "GET"), str(event.get("path") or "/"), headers, query, body)
+
+
+def _listed(values: Any) -> list[Any]:
+    return [v for v in values if v is not None] if isinstance(values, list) else []
 
 
 def response_of(reply: Reply) -> dict[str, Any]:

@@ -5,6 +5,8 @@ validated query and body) and returns a pydantic model (sent with the route's st
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
 
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
+HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
 
 
 @dataclass(frozen=True)
@@ -79,25 +82,29 @@ class ApiDeps:
 
 
 class Probe:
-    """Pings the store with a bound on the wait. One ping at a time: callers that come while it is out
-    share it and its deadline, so however many ask, none waits longer than ``timeout`` from the ping's
-    start, and a hung store costs one thread, not one per caller."""
+    """Pings the store with a bound on the wait. One ping at a time, shared: callers that come while it
+    is out wait for it and its deadline (none longer than ``timeout`` from the ping's start), and an
+    answer is reused for ``fresh_for`` seconds, so a flood of health checks costs the store one ping
+    and a hung store one thread."""
 
-    def __init__(self, store: Store, timeout: float = HEALTH_TIMEOUT) -> None:
+    def __init__(self, store: Store, timeout: float = HEALTH_TIMEOUT, fresh_for: float = HEALTH_FRESH) -> None:
         self._store = store
         self._timeout = timeout
+        self._fresh_for = fresh_for
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ticklock-health")
-        self._mutex = threading.Lock()
+        # re-entrant: a ping that is over already runs its done-callback (_record) inside _current
+        self._mutex = threading.RLock()
         self._pending: Future[None] | None = None
         self._deadline = 0.0
+        self._answer: str | None = None
+        self._answered_at = float("-inf")
 
     def __call__(self) -> str | None:
         """None when the store answered in time, else why not."""
-        with self._mutex:
-            if self._pending is None or self._pending.done():
-                self._pending = self._pool.submit(self._store.ping)
-                self._deadline = time.monotonic() + self._timeout
-            pending, deadline = self._pending, self._deadline
+        current = self._current()
+        if not isinstance(current, tuple):
+            return current.problem
+        pending, deadline = current
         try:
             pending.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
@@ -106,8 +113,38 @@ class Probe:
             return exc.message
         return None
 
+    async def settle(self) -> None:
+        """Wait, on the event loop and holding no thread, until ``__call__`` would answer at once."""
+        current = self._current()
+        if isinstance(current, tuple):
+            pending, deadline = current
+            with contextlib.suppress(Exception):
+                shared = asyncio.shield(asyncio.wrap_future(pending))
+                await asyncio.wait_for(shared, max(0.0, deadline - time.monotonic()))
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _current(self) -> _Answer | tuple[Future[None], float]:
+        with self._mutex:
+            if time.monotonic() - self._answered_at < self._fresh_for:
+                return _Answer(self._answer)
+            if self._pending is None or self._pending.done():
+                self._pending = self._pool.submit(self._store.ping)
+                self._deadline = time.monotonic() + self._timeout
+                self._pending.add_done_callback(self._record)
+            return self._pending, self._deadline
+
+    def _record(self, done: Future[None]) -> None:
+        failure = None if done.cancelled() else done.exception()
+        with self._mutex:
+            self._answer = None if failure is None else getattr(failure, "message", None) or str(failure)
+            self._answered_at = time.monotonic()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    problem: str | None
 
 
 NOT_FOUND = (HTTPStatus.NOT_FOUND,)

@@ -3,7 +3,8 @@
 - **Header timeout.** uvicorn arms no timer until a first response is sent, so a client that sends half
   a request line holds its connection for ever. Each connection here must finish a request's line and
   headers within ``api_header_timeout`` seconds of connecting, or of the first byte of its next
-  keep-alive request.
+  keep-alive request (until then uvicorn's keep-alive timer governs an idle connection). A client that
+  stops reading its answers gets the same time to start again, then its connection is aborted.
 - **Connection limit.** Past ``api_max_connections`` open connections, the oldest one still waiting
   for a request's headers is closed to make room (a new one is refused only when all are mid-request).
   The limit is kept ``FD_RESERVE`` below the process's file-descriptor limit (raised to its hard limit
@@ -59,6 +60,8 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
 
     class GuardedProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
+        _stall_timer: asyncio.TimerHandle | None = None
+        _begun = False  # a request's first bytes have been parsed, its headers not yet
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -72,23 +75,49 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
             between[self] = None
             self._arm()  # a new connection owes its first request line and headers
 
+        def data_received(self, data: bytes) -> None:
+            if self in between and self._header_timer is None:
+                self._arm()  # the first bytes after an idle spell (even a bare CRLF): headers are owed now
+            super().data_received(data)
+
         def on_message_begin(self) -> None:
+            self._begun = True
             super().on_message_begin()
-            if self._header_timer is None:
-                self._arm()  # the first bytes of a keep-alive request: its headers are now owed
 
         def on_headers_complete(self) -> None:
+            self._begun = False
             self._leave()
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            busy = self.cycle is not None and not self.cycle.response_complete  # a pipelined request began
-            if not busy and not self.transport.is_closing():
-                between[self] = None  # idle now: uvicorn's keep-alive timer governs it until bytes come
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a pipelined request began: it is being answered
+            between[self] = None  # between requests, closing or not: evictable again
+            if self._begun and self._header_timer is None:
+                self._arm()  # the next request began during this one: its headers are owed from now
+
+        def pause_writing(self) -> None:
+            # the client stopped reading its answers: it gets the header timeout to start again, and
+            # meanwhile it is the first to go when the limit needs room
+            super().pause_writing()
+            between[self] = None
+            if self._stall_timer is None:
+                self._stall_timer = self.loop.call_later(header_timeout, self.transport.abort)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
+            if self.cycle is not None and not self.cycle.response_complete and self._header_timer is None:
+                between.pop(self, None)  # answering again: not to be evicted
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._leave()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -112,7 +141,7 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
             self._header_timer = None
             if self.cycle is None or self.cycle.response_complete:
                 self._leave()
-                self.transport.close()
+                self.transport.abort()  # not close(): that waits for a client that may never read
 
     return GuardedProtocol
 

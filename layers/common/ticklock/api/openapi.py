@@ -42,7 +42,9 @@ PAYLOAD_VALUE: dict[str, Any] = {
         {"type": "null"},
         {"type": "boolean"},
         {"type": "integer", "minimum": INT64_RANGE[0], "maximum": INT64_RANGE[1]},
-        {"type": "number", "not": {"type": "integer"}},  # integers are the branch above, within 64 bits
+        # any finite number; JSON Schema counts 1e300 as an integer too, so no "not integer" here: a
+        # 20-digit integer written without exponent is the one number the schema allows and the API refuses
+        {"type": "number"},
         {"type": "string"},
         {"type": "array", "items": {"$ref": "#/components/schemas/PayloadValue"}},
         {"$ref": "#/components/schemas/Payload"},

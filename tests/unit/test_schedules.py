@@ -427,3 +427,29 @@ def test_schedule_from_dict_validates() -> None:
         schedule_from_dict({"kind": "interval", "seconds": 0})
     with pytest.raises(InvalidJob):
         schedule_from_dict({"kind": "once", "at": "2026-06-01T10:00:00"})
+
+
+# -- issue 10, finding 5: a range whose ends are equal is that one value (croniter 7.0.0 widened it) --------
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("0 0 9-9 * * *", ["2026-01-01T09:00:00", "2026-01-02T09:00:00", "2026-01-03T09:00:00"]),
+        ("5-5 0 9 * * *", ["2026-01-01T09:00:05", "2026-01-02T09:00:05", "2026-01-03T09:00:05"]),
+        ("0 0 0 * * MON-MON", ["2026-01-05T00:00:00", "2026-01-12T00:00:00", "2026-01-19T00:00:00"]),
+        ("0 0 0 * * mon-Mon", ["2026-01-05T00:00:00", "2026-01-12T00:00:00", "2026-01-19T00:00:00"]),
+        ("0 0 9-9/2 * * *", ["2026-01-01T09:00:00", "2026-01-02T09:00:00", "2026-01-03T09:00:00"]),
+        ("0 0 09-9,11-11 * * *", ["2026-01-01T09:00:00", "2026-01-01T11:00:00", "2026-01-02T09:00:00"]),
+        ("0 0 0 1-1 JAN-JAN *", ["2027-01-01T00:00:00", "2028-01-01T00:00:00", "2029-01-01T00:00:00"]),
+    ],
+)
+def test_a_single_value_range_means_that_value(expr: str, expected: list[str]) -> None:
+    schedule = CronSchedule(expr)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    got = []
+    for _ in expected:
+        moment = schedule.next_after(moment)
+        got.append(moment.replace(tzinfo=None).isoformat())
+    assert got == expected
+    assert schedule.expr == expr  # the job keeps the expression as written

@@ -188,6 +188,8 @@ def _expand(expr: str) -> str:
             f"cron needs 6 fields (second minute hour day-of-month month day-of-week), got {len(parts)}",
             field="schedule.expr",
         )
+    parts = [_collapse(value) for value in parts]
+    text = " ".join(parts)
     for name, value in zip(CRON_FIELDS, parts, strict=True):
         tokens = re.split(r"[,/-]", value.upper())
         if any(t in ("R", "H") or t.startswith("H(") for t in tokens):
@@ -210,6 +212,24 @@ def _expand(expr: str) -> str:
     except CroniterBadDateError as exc:
         raise InvalidJob(f"cron {text!r} never fires", field="schedule.expr") from exc
     return text
+
+
+_RANGE = re.compile(r"([A-Za-z0-9]+)-([A-Za-z0-9]+)(/\d+)?")
+
+
+def _collapse(field: str) -> str:
+    """``9-9``, ``MON-MON`` or ``5-5/2`` as the single value they mean. croniter 7.0.0 reads a range whose
+    ends are equal as the whole field (``0 0 9-9 * * *`` fired every hour)."""
+    items = []
+    for item in field.split(","):
+        match = _RANGE.fullmatch(item)
+        if match:
+            low, high = match.group(1), match.group(2)
+            same = int(low) == int(high) if low.isdigit() and high.isdigit() else low.upper() == high.upper()
+            if same:
+                item = low
+        items.append(item)
+    return ",".join(items)
 
 
 def _valid(six_fields: str) -> bool:

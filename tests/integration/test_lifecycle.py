@@ -289,3 +289,40 @@ def test_a_store_outage_at_the_final_write_is_retried_not_run_twice(fake: Harnes
     assert lines(log) == 1
     assert isinstance(fake.clock, FakeClock)
     assert fake.clock.sleeps == [0.5, 1.0]
+
+
+def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_the_fire_once(
+    fake: Harness, tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """Issue 10, finding 1: the advance raised, the worker crashed, the fire was resumed four times and the
+    job's next_run_at stayed in the past. Fault injection: next_fire fails as the cron bug made it fail."""
+    import logging
+
+    from ticklock.domain import lifecycle
+    from ticklock.errors import InvalidJob
+
+    def broken(schedule: Any, *, now: Any) -> Any:
+        raise InvalidJob("cron '0 */5 1 * * *' found no valid fire time", field="schedule.expr")
+
+    log = tmp_path / "calls"
+    job = fake.add("test.flaky", payload={"succeed_on": 1, "path": str(log)}, schedule=CronSchedule("0 */5 1 * * *"))
+    monkeypatch.setattr(lifecycle, "next_fire", broken)
+    with caplog.at_level(logging.ERROR, logger="ticklock.lifecycle"):
+        outcome = fake.runner().run(fake.claim_one())
+    assert outcome.execution is not None
+    assert fake.store.get_execution(outcome.execution.id).status is ExecutionStatus.SUCCESS
+    assert lines(log) == 1  # the handler ran once
+    after = fake.store.get_job(job.id)
+    assert after.enabled is False and after.lease is None and after.next_run_at is None
+    assert any(r.getMessage() == "fire.no_next_fire" for r in caplog.records)
+    monkeypatch.undo()
+    assert (
+        fake.store.claim_due(
+            now=fake.clock.now() + timedelta(days=1),
+            horizon=fake.clock.now() + timedelta(days=1),
+            limit=10,
+            owner="again",
+            slack=timedelta(seconds=30),
+        )
+        == []
+    )  # nothing left to resume or re-run

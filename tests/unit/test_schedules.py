@@ -453,3 +453,27 @@ def test_a_single_value_range_means_that_value(expr: str, expected: list[str]) -
         got.append(moment.replace(tzinfo=None).isoformat())
     assert got == expected
     assert schedule.expr == expr  # the job keeps the expression as written
+
+
+# -- issue 10, finding 1: a fixed-hour job with many fires in the repeated hour skips the second pass whole ---
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone", "after", "expected"),
+    [
+        ("0 */5 1 * * *", "Europe/London", "2026-10-25T00:55:00", ["2026-10-26T01:00:00", "2026-10-26T01:05:00"]),
+        ("* * 1 * * *", "Europe/London", "2026-10-25T00:59:58", ["2026-10-25T00:59:59", "2026-10-26T01:00:00"]),
+        ("*/1 * 1 * * *", "America/New_York", "2026-11-01T05:59:58", ["2026-11-01T05:59:59", "2026-11-02T06:00:00"]),
+        ("0 * 1 * * *", "Australia/Lord_Howe", "2026-04-04T14:58:00", ["2026-04-04T14:59:00", "2026-04-05T14:30:00"]),
+    ],
+)
+def test_the_second_pass_of_a_fixed_hour_is_skipped_whole(
+    expr: str, zone: str, after: str, expected: list[str]
+) -> None:
+    schedule = CronSchedule(expr, zone)
+    moment = datetime.fromisoformat(after).replace(tzinfo=UTC)
+    got = []
+    for _ in expected:
+        moment = schedule.next_after(moment)
+        got.append(moment.replace(tzinfo=None).isoformat())
+    assert got == expected

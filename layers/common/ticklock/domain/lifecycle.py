@@ -365,7 +365,21 @@ class TaskRunner:
     def _next_run(fire: Fire, now: datetime) -> datetime | None:
         if fire.trigger is Trigger.MANUAL:
             return fire.job.next_run_at
-        return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
+        try:
+            return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
+        except Exception as exc:  # noqa: BLE001 - a schedule that cannot go on must not crash the fire
+            # Raising here would leave the execution RUNNING, so the fire would be resumed (run again) and the
+            # job never advanced. The fire is finalised as it ran, and the job is disabled (next_run_at None).
+            log.error(
+                "fire.no_next_fire",
+                extra={
+                    "job_id": fire.job.id,
+                    "fire_time": fire.scheduled_at.isoformat(),
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "action": "job disabled",
+                },
+            )
+            return None
 
     def _advance(self, fire: Fire, *, expected: bool = True) -> None:
         now = self.clock.now()

@@ -71,6 +71,10 @@ class CronSchedule:
         for _ in range(8):
             candidate: datetime = it.get_next(datetime)
             if not frequent_hours and _is_second_pass(candidate, zone):
+                # a fixed-hour job skips the whole second pass at once, not fire by fire: `0 */5 1 * * *`
+                # has 720 fires in a repeated 01:00 hour, and stepping through them ran past this loop
+                resume = _end_of_second_pass(candidate, zone) - timedelta(seconds=1)
+                it = croniter(fields, resume.astimezone(zone), second_at_beginning=True)
                 continue
             return candidate.astimezone(UTC)
         raise InvalidJob(f"cron {self.expr!r} found no valid fire time", field="schedule.expr")
@@ -238,6 +242,23 @@ def _valid(six_fields: str) -> bool:
     except (CroniterBadCronError, CroniterError, ValueError, KeyError, IndexError):
         return False
     return True
+
+
+def _end_of_second_pass(moment: datetime, zone: ZoneInfo) -> datetime:
+    """The UTC instant the repeated wall-clock span that ``moment`` (a second-pass instant) falls in ends:
+    the clock change plus its size, the change found by halving the span between the two passes."""
+    wall = moment.astimezone(zone).replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = moment.astimezone(UTC)
+    size = second - first
+    low, high = first, second  # the offset is the first pass's at low and the second's at high
+    while high - low > timedelta(seconds=1):
+        middle = low + (high - low) / 2
+        if middle.astimezone(zone).utcoffset() == first.astimezone(zone).utcoffset():
+            low = middle
+        else:
+            high = middle
+    return high + size
 
 
 def _is_second_pass(moment: datetime, zone: ZoneInfo) -> bool:

@@ -72,6 +72,17 @@ def test_update_bumps_version_and_guards_against_stale_writes(store: Store) -> N
     assert store.get_job(job.id).name == "after"
 
 
+def test_disabled_reason_is_kept_and_cleared(store: Store) -> None:
+    job = store.add_job(make_job("stopped"))
+    assert store.get_job(job.id).disabled_reason is None
+    reason = "its schedule found no next fire after 2026-10-25T00:55:00+00:00: no valid fire time"
+    stopped = store.update_job(job.with_changes(enabled=False, disabled_reason=reason), expected_version=job.version)
+    assert store.get_job(job.id).disabled_reason == reason
+    assert [j.disabled_reason for j in store.list_jobs(enabled=False)] == [reason]
+    store.update_job(stopped.with_changes(enabled=True, disabled_reason=None), expected_version=stopped.version)
+    assert store.get_job(job.id).disabled_reason is None
+
+
 def test_update_onto_a_taken_name_is_rejected(store: Store) -> None:
     store.add_job(make_job("taken"))
     job = store.add_job(make_job("mine"))

@@ -314,7 +314,10 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
     assert lines(log) == 1  # the handler ran once
     after = fake.store.get_job(job.id)
     assert after.enabled is False and after.lease is None and after.next_run_at is None
+    assert after.disabled_reason is not None and "found no valid fire time" in after.disabled_reason
     assert any(r.getMessage() == "fire.no_next_fire" for r in caplog.records)
+    assert fake.metrics.disabled == ["test.flaky"]
+    assert fake.publisher.types()[-1] == "job.disabled"
     monkeypatch.undo()
     assert (
         fake.store.claim_due(

@@ -34,6 +34,7 @@ class RecordingMetrics:
         self.finished: list[tuple[str, str, float, int]] = []
         self.skipped: list[tuple[str, str]] = []
         self.ticks: list[tuple[int, bool]] = []
+        self.disabled: list[str] = []
 
     def fire_started(self, handler: str, lag: float) -> None:
         self.started.append((handler, lag))
@@ -43,6 +44,9 @@ class RecordingMetrics:
 
     def fire_skipped(self, handler: str, reason: str) -> None:
         self.skipped.append((handler, reason))
+
+    def job_disabled(self, handler: str) -> None:
+        self.disabled.append(handler)
 
     def tick(self, claimed: int, seconds: float, failed: bool) -> None:
         self.ticks.append((claimed, failed))

@@ -405,3 +405,15 @@ def test_health_callers_share_one_ping_of_a_hung_store(tmp_path: Any) -> None:
         release.set()
         probe.close()
         store.close()
+
+
+def test_the_reason_ticklock_disabled_a_job_is_shown_and_cleared_on_resume(api: Harness) -> None:
+    made = api.post("/jobs", json=JOB).json()
+    assert made["disabled_reason"] is None
+    job = api.store.get_job(made["id"])
+    reason = "its schedule found no next fire after 2026-01-01T00:00:00+00:00: no valid fire time"
+    api.store.update_job(job.with_changes(enabled=False, disabled_reason=reason), expected_version=job.version)
+    shown = api.get(f"/jobs/{made['id']}").json()
+    assert (shown["enabled"], shown["disabled_reason"]) == (False, reason)
+    resumed = api.post(f"/jobs/{made['id']}/resume").json()
+    assert (resumed["enabled"], resumed["disabled_reason"]) == (True, None)

@@ -180,6 +180,10 @@ class Metrics(Protocol):
         """A fire was not run; ``reason`` is one of a small fixed set (see ``SkipReason``)."""
         ...
 
+    def job_disabled(self, handler: str) -> None:
+        """A job was disabled because its schedule could not compute a next fire."""
+        ...
+
     def tick(self, claimed: int, seconds: float, failed: bool) -> None:
         """One dispatcher tick claimed ``claimed`` jobs in ``seconds``; ``failed`` if the store failed."""
         ...

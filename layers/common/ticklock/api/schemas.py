@@ -178,6 +178,9 @@ class JobOut(BaseModel):
     next_run_at: datetime | None
     trigger_pending_at: datetime | None
     running: bool = Field(description="claimed by a dispatcher right now")
+    disabled_reason: str | None = Field(
+        description="why ticklock disabled the job (its schedule found no next fire); cleared when it is resumed"
+    )
     version: int
     created_at: datetime
     updated_at: datetime
@@ -201,6 +204,7 @@ class JobOut(BaseModel):
             "next_run_at": job.next_run_at,
             "trigger_pending_at": job.trigger_at,
             "running": job.lease is not None and job.lease.until > datetime.now(UTC),
+            "disabled_reason": job.disabled_reason,
             "version": job.version,
             "created_at": job.created_at,
             "updated_at": job.updated_at,

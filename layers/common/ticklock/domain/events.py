@@ -9,6 +9,7 @@ from typing import Any
 from ticklock.domain.jobs import Execution, ExecutionStatus
 
 STARTED = "job.execution.started"
+DISABLED = "job.disabled"
 _FINISHED = {
     ExecutionStatus.SUCCESS: "job.execution.succeeded",
     ExecutionStatus.FAILED: "job.execution.failed",
@@ -46,6 +47,22 @@ class ExecutionEvent:
             execution.attempts,
             at,
             execution.status.value,
+        )
+
+    @staticmethod
+    def disabled(execution: Execution, job_name: str, reason: str, at: datetime) -> ExecutionEvent:
+        """The job of ``execution`` was disabled after it: its schedule found no next fire."""
+        return ExecutionEvent(
+            DISABLED,
+            execution.job_id,
+            job_name,
+            execution.handler,
+            execution.id,
+            execution.scheduled_at,
+            execution.attempts,
+            at,
+            "disabled",
+            error=reason,
         )
 
     @staticmethod

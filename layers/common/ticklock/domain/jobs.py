@@ -60,6 +60,7 @@ class Job:
     version: int = 1
     trigger_at: datetime | None = None
     lease: Lease | None = None
+    disabled_reason: str | None = None  # why ticklock (not a user) disabled it; cleared when it is enabled again
 
     def due_at(self, now: datetime) -> datetime | None:
         """When the job is next claimable: its earliest pending fire, but never inside a live lease."""

@@ -30,12 +30,13 @@ from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Trigger
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import next_fire
-from ticklock.errors import LockUnavailable, StoreUnavailable
+from ticklock.errors import LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
 from ticklock.handlers.registry import Handler, HandlerContext, Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 from ticklock.settings import LOCK_MARGIN
 
 log = logging.getLogger("ticklock.lifecycle")
+DISABLE_TRIES = 5
 
 MAX_RESUMES = 3
 
@@ -308,9 +309,9 @@ class TaskRunner:
             finished = self.store.finish_execution(done)
             if finished:
                 self.store.release(fire.job.id, fire.lease_token)
-            advanced = True
+            advanced, stop = True, None
         else:
-            finished, advanced = self._complete(done, fire, now)
+            finished, advanced, stop = self._complete(done, fire, now)
         if not finished:
             log.warning("execution.finish_lost", extra=fields)
             return done
@@ -338,22 +339,25 @@ class TaskRunner:
             outcome.attempts,
         )
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
+        if advanced and stop is not None:
+            self._disabled(fire, stop, done)
         return done
 
-    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool]:
+    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool, str | None]:
         """``Store.complete``, retried through a store outage: giving up would leave the row RUNNING and the
-        fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded."""
-        next_run = self._next_run(fire, now)
+        fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded.
+        Returns (finished, advanced, why the job was disabled if its schedule found no next fire)."""
+        next_run, stop = self._next_run(fire, now)
         for attempt, wait in enumerate((*COMPLETE_BACKOFF, None)):
             try:
                 finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
-                if finished or attempt == 0:
-                    return finished, advanced
-                # an earlier try may have finished the row and failed on the advance
-                stored = self.store.get_execution(done.id)
-                if stored.run_token == done.run_token and stored.status is done.status:
-                    return True, self.store.advance(fire, next_run_at=next_run, now=now)
-                return False, False
+                if not finished and attempt > 0:
+                    # an earlier try may have finished the row and failed on the advance
+                    stored = self.store.get_execution(done.id)
+                    if stored.run_token != done.run_token or stored.status is not done.status:
+                        return False, False, None
+                    finished, advanced = True, self.store.advance(fire, next_run_at=next_run, now=now)
+                return finished, advanced, stop
             except StoreUnavailable as exc:
                 if wait is None:
                     raise
@@ -362,29 +366,54 @@ class TaskRunner:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _next_run(fire: Fire, now: datetime) -> datetime | None:
+    def _next_run(fire: Fire, now: datetime) -> tuple[datetime | None, str | None]:
+        """The job's next fire after ``fire``, and, when its schedule cannot compute one, why (the job is
+        then disabled: next_run_at None)."""
         if fire.trigger is Trigger.MANUAL:
-            return fire.job.next_run_at
+            return fire.job.next_run_at, None
         try:
-            return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at))
+            return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at)), None
         except Exception as exc:  # noqa: BLE001 - a schedule that cannot go on must not crash the fire
             # Raising here would leave the execution RUNNING, so the fire would be resumed (run again) and the
-            # job never advanced. The fire is finalised as it ran, and the job is disabled (next_run_at None).
+            # job never advanced. The fire is finalised as it ran, and the job is disabled with the reason.
+            reason = f"its schedule found no next fire after {fire.scheduled_at.isoformat()}: {exc}"
             log.error(
                 "fire.no_next_fire",
-                extra={
-                    "job_id": fire.job.id,
-                    "fire_time": fire.scheduled_at.isoformat(),
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "action": "job disabled",
-                },
+                extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat(), "error": reason},
             )
-            return None
+            return None, reason
 
     def _advance(self, fire: Fire, *, expected: bool = True) -> None:
         now = self.clock.now()
-        if not self.store.advance(fire, next_run_at=self._next_run(fire, now), now=now) and expected:
+        next_run, stop = self._next_run(fire, now)
+        advanced = self.store.advance(fire, next_run_at=next_run, now=now)
+        if not advanced and expected:
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
+        if advanced and stop is not None:
+            self._disabled(fire, stop, None)
+
+    def _disabled(self, fire: Fire, reason: str, execution: Execution | None) -> None:
+        """The job was just disabled for ``reason``: record it on the job (the API shows it), count it, and
+        say so on the bus. Fails soft: the fire is already finalised and the job already stopped."""
+        fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
+        self._safely("metrics.failed", fields, self.metrics.job_disabled, fire.job.handler)
+        if execution is not None:
+            event = ExecutionEvent.disabled(execution, fire.job.name, reason, self.clock.now())
+            self._safely("publish.failed", fields, self.publisher.publish, event)
+        for _ in range(DISABLE_TRIES):
+            try:
+                job = self.store.get_job(fire.job.id)
+                if job.enabled:
+                    return  # enabled again meanwhile: the reason no longer holds
+                self.store.update_job(
+                    job.with_changes(disabled_reason=reason, updated_at=self.clock.now()), expected_version=job.version
+                )
+                return
+            except StaleVersion:
+                continue
+            except TicklockError as exc:
+                log.warning("job.disabled_reason_lost", extra={**fields, "error": exc.message})
+                return
 
     def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:
         fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}

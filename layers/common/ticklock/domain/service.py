@@ -233,9 +233,9 @@ class JobService:
         if isinstance(job.schedule, OnceSchedule):
             if job.next_run_at is None:
                 raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
-            return job.with_changes(enabled=True)
+            return job.with_changes(enabled=True, disabled_reason=None)
         # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
-        return job.with_changes(enabled=True, next_run_at=job.schedule.first_after(now))
+        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=job.schedule.first_after(now))
 
     def _validate(
         self,

@@ -36,6 +36,9 @@ class PrometheusMetrics:
             registry=r,
         )
         self.skips = Counter("ticklock_skips", "Fires not run, by reason", ["handler", "reason"], registry=r)
+        self.disabled = Counter(
+            "ticklock_jobs_disabled", "Jobs disabled because their schedule found no next fire", ["handler"], registry=r
+        )
         self.ticks = Counter("ticklock_ticks", "Dispatcher ticks", ["outcome"], registry=r)
         self.claimed = Counter("ticklock_claimed", "Jobs claimed by the dispatcher", registry=r)
         self.tick_seconds = Histogram("ticklock_tick_seconds", "Time one claim round took", registry=r)
@@ -60,6 +63,9 @@ class PrometheusMetrics:
 
     def fire_skipped(self, handler: str, reason: str) -> None:
         self.skips.labels(handler, reason).inc()
+
+    def job_disabled(self, handler: str) -> None:
+        self.disabled.labels(handler).inc()
 
     def tick(self, claimed: int, seconds: float, failed: bool) -> None:
         self.ticks.labels("error" if failed else "ok").inc()

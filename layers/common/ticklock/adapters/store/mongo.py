@@ -589,6 +589,7 @@ def _definition(job: Job) -> Doc:
         "trigger_at": _ms_or_none(job.trigger_at),
         "version": job.version,
         "updated_at": _ms(job.updated_at),
+        "disabled_reason": job.disabled_reason,
     }
 
 
@@ -622,6 +623,7 @@ def _job(doc: Mapping[str, Any]) -> Job:
         version=doc["version"],
         created_at=doc["created_at"],
         updated_at=doc["updated_at"],
+        disabled_reason=doc.get("disabled_reason"),
     )
 
 

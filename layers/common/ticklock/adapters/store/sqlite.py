@@ -26,7 +26,7 @@ from ticklock.ports import Started
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: jobs.disabled_reason
 _SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -46,7 +46,8 @@ _SCHEMA = [
         lease_until INTEGER,
         version INTEGER NOT NULL,
         created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL
+        updated_at INTEGER NOT NULL,
+        disabled_reason TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
@@ -74,8 +75,9 @@ _SCHEMA = [
 ]
 _JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
-    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at"
+    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason"
 )
+_JOB_SLOTS = ", ".join("?" * len(_JOB_COLUMNS.split(",")))
 _EXEC_COLUMNS = (
     "id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at, run_token, "
     "owner, status, attempts, resumes, finished_at, duration, error"
@@ -133,6 +135,8 @@ class SQLiteStore:
                 )
             for statement in _SCHEMA:
                 self._conn.execute(statement)
+            if version == 1:  # a file of the first schema: its jobs table has no disabled_reason yet
+                self._conn.execute("ALTER TABLE jobs ADD COLUMN disabled_reason TEXT")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:
@@ -205,7 +209,7 @@ class SQLiteStore:
         now = job.created_at
         try:
             with self._tx() as conn:
-                conn.execute(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 17)})", _job_row(job, now))
+                conn.execute(f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({_JOB_SLOTS})", _job_row(job, now))
         except sqlite3.IntegrityError as exc:
             raise DuplicateJobName(job.name) from exc
         return job
@@ -215,7 +219,7 @@ class SQLiteStore:
         try:
             with self._tx() as conn:
                 conn.executemany(
-                    f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                    f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({_JOB_SLOTS})",
                     [_job_row(job, job.created_at) for job in jobs],
                 )
         except sqlite3.IntegrityError as exc:
@@ -264,7 +268,8 @@ class SQLiteStore:
                 stored = job.with_changes(version=expected_version + 1, lease=current.lease)
                 conn.execute(
                     "UPDATE jobs SET name=?, handler=?, schedule=?, payload=?, timeout=?, max_retries=?, "
-                    "enabled=?, next_run_at=?, trigger_at=?, due_at=?, version=?, updated_at=? WHERE id=?",
+                    "enabled=?, next_run_at=?, trigger_at=?, due_at=?, version=?, updated_at=?, disabled_reason=? "
+                    "WHERE id=?",
                     (
                         stored.name,
                         stored.handler,
@@ -278,6 +283,7 @@ class SQLiteStore:
                         us(stored.due_at(stored.updated_at)),
                         stored.version,
                         us(stored.updated_at),
+                        stored.disabled_reason,
                         stored.id,
                     ),
                 )
@@ -483,6 +489,7 @@ def _job_row(job: Job, now: datetime) -> tuple[Any, ...]:
         job.version,
         us(job.created_at),
         us(job.updated_at),
+        job.disabled_reason,
     )
 
 
@@ -509,6 +516,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         version=row[14],
         created_at=from_us(row[15]),
         updated_at=from_us(row[16]),
+        disabled_reason=row[17],
     )
 
 

@@ -1,0 +1,47 @@
+"""A SQLite file written by the first schema (version 1) opens under the current one: its jobs gain
+``disabled_reason`` and read as before."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
+
+# the jobs table as schema version 1 created it (ticklock before issue 10)
+V1_JOBS = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, handler TEXT NOT NULL, schedule TEXT NOT NULL,
+    payload TEXT NOT NULL, timeout REAL NOT NULL, max_retries INTEGER NOT NULL, enabled INTEGER NOT NULL,
+    next_run_at INTEGER, trigger_at INTEGER, due_at INTEGER, lease_token TEXT, lease_owner TEXT,
+    lease_until INTEGER, version INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
+)"""
+
+
+def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(V1_JOBS)
+    old.execute(
+        "INSERT INTO jobs VALUES ('j1', 'old-job', 'noop', ?, ?, 60.0, 0, 1, 1767225600000000, NULL, "
+        "1767225600000000, NULL, NULL, NULL, 3, 1767225600000000, 1767225600000000)",
+        (json.dumps({"kind": "interval", "seconds": 60}), json.dumps({"k": [1, 2]})),
+    )
+    old.execute("PRAGMA user_version=1")
+    old.commit()
+    old.close()
+
+    store = SQLiteStore(path)
+    try:
+        job = store.get_job("j1")
+        assert (job.name, job.version, dict(job.payload), job.disabled_reason) == ("old-job", 3, {"k": [1, 2]}, None)
+        stopped = store.update_job(job.with_changes(enabled=False, disabled_reason="why"), expected_version=3)
+        assert store.get_job("j1").disabled_reason == "why"
+        assert stopped.version == 4
+    finally:
+        store.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    check.close()
+    SQLiteStore(path).close()  # opening a migrated file again changes nothing

@@ -27,10 +27,9 @@ from pydantic import BaseModel, ValidationError
 from ticklock.api import errors
 from ticklock.api.http import BadJson, Reply, Request, error, read_json
 from ticklock.api.openapi import document, swagger_page
-from ticklock.api.routes import ApiDeps, Call, Probe, Route, build_routes
+from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Probe, Route, build_routes
 from ticklock.errors import TicklockError
 
-MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
 _JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json", re.ASCII)
 
 

@@ -44,7 +44,7 @@ class AsgiFront:
         self.in_flight = 0
         self._store_pool = ThreadPoolExecutor(threads, thread_name_prefix="ticklock-api")
         self._light_pool = ThreadPoolExecutor(LIGHT_THREADS, thread_name_prefix="ticklock-api-light")
-        # /health waits up to a second on a hung store: its own threads, so /handlers never queues behind it
+        # /health's own threads: its ping is awaited on the loop first, and /handlers never queues behind it
         self._open_pool = ThreadPoolExecutor(LIGHT_THREADS, thread_name_prefix="ticklock-api-health")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -103,7 +103,7 @@ class AsgiFront:
             )
         if declared is not None and int(declared) > limit:
             return _closing(too_large(limit), headers)
-        if declared == "0" and "transfer-encoding" not in headers:
+        if not _declares_body(headers):
             return b""
         chunks: list[bytes] = []
         size = 0

@@ -13,11 +13,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ticklock import __version__
+from ticklock.api.routes import MAX_PARAM, Route
 from ticklock.api.schemas import ErrorBody
 from ticklock.domain.service import INT64_RANGE, MAX_PAYLOAD_DEPTH, JobService
-
-if typing.TYPE_CHECKING:
-    from ticklock.api.routes import Route
 
 REF = "#/components/schemas/{model}"
 # Answers any route can give: a query that cannot be decoded (400) or is not declared (422), a full
@@ -178,8 +176,6 @@ def _query_params(model: type[BaseModel]) -> list[dict[str, Any]]:
 
 
 def _path_param(name: str) -> dict[str, Any]:
-    from ticklock.api.app import MAX_PARAM
-
     return {
         "name": name,
         "in": "path",

@@ -37,6 +37,7 @@ from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
 
+MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
 HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
 

@@ -37,23 +37,39 @@ class ExecutionEvent:
 
     @staticmethod
     def started(execution: Execution, job_name: str, at: datetime) -> ExecutionEvent:
-        return ExecutionEvent(
-            STARTED,
-            execution.job_id,
-            job_name,
-            execution.handler,
-            execution.id,
-            execution.scheduled_at,
-            execution.attempts,
-            at,
-            execution.status.value,
-        )
+        return ExecutionEvent._about(execution, job_name, STARTED, at, execution.status.value)
 
     @staticmethod
     def disabled(execution: Execution, job_name: str, reason: str, at: datetime) -> ExecutionEvent:
         """The job of ``execution`` was disabled after it: its schedule found no next fire."""
+        return ExecutionEvent._about(execution, job_name, DISABLED, at, "disabled", error=reason)
+
+    @staticmethod
+    def finished(execution: Execution, job_name: str) -> ExecutionEvent:
+        at = execution.finished_at or execution.started_at
+        return ExecutionEvent._about(
+            execution,
+            job_name,
+            _FINISHED[execution.status],
+            at,
+            execution.status.value,
+            duration=execution.duration,
+            error=execution.error,
+        )
+
+    @staticmethod
+    def _about(
+        execution: Execution,
+        job_name: str,
+        detail_type: str,
+        at: datetime,
+        status: str,
+        *,
+        duration: float | None = None,
+        error: str | None = None,
+    ) -> ExecutionEvent:
         return ExecutionEvent(
-            DISABLED,
+            detail_type,
             execution.job_id,
             job_name,
             execution.handler,
@@ -61,24 +77,9 @@ class ExecutionEvent:
             execution.scheduled_at,
             execution.attempts,
             at,
-            "disabled",
-            error=reason,
-        )
-
-    @staticmethod
-    def finished(execution: Execution, job_name: str) -> ExecutionEvent:
-        return ExecutionEvent(
-            _FINISHED[execution.status],
-            execution.job_id,
-            job_name,
-            execution.handler,
-            execution.id,
-            execution.scheduled_at,
-            execution.attempts,
-            execution.finished_at or execution.started_at,
-            execution.status.value,
-            execution.duration,
-            execution.error,
+            status,
+            duration,
+            error,
         )
 
     def detail(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from ticklock.api.schemas import (
     ExecutionOut,
     ExecutionPage,
     ExecutionsQuery,
+    FireOut,
     HandlerOut,
     Health,
     HealthDetails,
@@ -32,7 +34,12 @@ from ticklock.api.schemas import (
     JobPage,
     JobPatch,
     ListJobsQuery,
+    PreviewOut,
+    PreviewRequest,
+    UpcomingQuery,
+    parse_instant,
 )
+from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
@@ -143,6 +150,13 @@ class Probe:
             self._answered_at = time.monotonic()
 
 
+def _preview(schedule: Schedule, count: int, after: str | None) -> PreviewOut:
+    start = parse_instant(after) if after is not None else datetime.now(UTC)
+    zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
+    fires = upcoming(schedule, after=start, count=count)
+    return PreviewOut(timezone=zone, fires=[FireOut.of(fire) for fire in fires])
+
+
 @dataclass(frozen=True)
 class _Answer:
     problem: str | None
@@ -219,6 +233,14 @@ def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
     def trigger_job(call: Call) -> JobOut:
         return JobOut.of(service.trigger(call.params["job_id"]))
 
+    def upcoming_fires(call: Call) -> PreviewOut:
+        q: UpcomingQuery = call.query
+        return _preview(service.store.get_job(call.params["job_id"]).schedule, q.count, q.after)
+
+    def preview(call: Call) -> PreviewOut:
+        body: PreviewRequest = call.body
+        return _preview(body.schedule.to_domain(), body.count, body.after)
+
     job = "/jobs/{job_id}"
     conflict = (HTTPStatus.CONFLICT,)
     routes = [
@@ -238,6 +260,12 @@ def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
               status=HTTPStatus.ACCEPTED, returns=JobOut, errors=(*NOT_FOUND, *conflict)),
         Route("GET", f"{job}/executions", list_executions, "listExecutions", "A job's executions, newest fire first",
               returns=ExecutionPage, query=ExecutionsQuery, errors=NOT_FOUND),
+        Route("GET", f"{job}/upcoming", upcoming_fires, "upcomingFires",
+              "A job's next fires by its schedule, each marked when a clock change moves it", returns=PreviewOut,
+              query=UpcomingQuery, errors=NOT_FOUND),
+        Route("POST", "/schedules/preview", preview, "previewSchedule",
+              "The next fires of a schedule that is not saved, each marked when a clock change moves it",
+              returns=PreviewOut, body=PreviewRequest, errors=WITH_BODY, store=False),
         Route("GET", "/handlers", handlers, "listHandlers", "The registered handlers", returns=list[HandlerOut],
               store=False),
         Route("GET", "/health", health, "health", "Whether the service and its store answer",

@@ -11,7 +11,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import (
+    MAX_PREVIEW,
     CronSchedule,
+    Fire,
     IntervalSchedule,
     OnceSchedule,
     Schedule,
@@ -53,6 +55,14 @@ class CronIn(BaseModel):
         json_schema_extra={"pattern": r"^\s*(@[A-Za-z]+|\S+(\s+\S+){5})\s*$"},
     )
     timezone: str = Field("UTC", max_length=64, description="IANA timezone the fields are read in")
+    gap: Literal["jump", "skip"] = Field(
+        "jump", description="a fire whose wall time a spring-forward skips: run when the clocks jump, or skip it"
+    )
+    overlap: Literal["auto", "first", "both"] = Field(
+        "auto",
+        description="a wall time a fall-back repeats: fire on its first pass, on both (by real time), or auto "
+        "(both when the hour field selects every hour, else first)",
+    )
 
     @field_validator("expr")
     @classmethod
@@ -65,7 +75,7 @@ class CronIn(BaseModel):
         return _checked(lambda: check_new_timezone(value))
 
     def to_domain(self) -> Schedule:
-        return CronSchedule(self.expr, self.timezone)
+        return CronSchedule(self.expr, self.timezone, self.gap, self.overlap)
 
 
 class IntervalIn(BaseModel):
@@ -211,6 +221,56 @@ class JobOut(BaseModel):
         }
 
 
+class PreviewRequest(BaseModel):
+    model_config = _STRICT
+    schedule: ScheduleIn
+    count: WholeNumber = Field(10, ge=1, le=MAX_PREVIEW, description="how many fires to list")
+    after: str | None = Field(
+        None,
+        max_length=64,
+        description="list the fires after this instant (RFC 3339 with an offset); now if left out",
+        json_schema_extra={"format": "date-time"},
+    )
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_instant(value)
+        return value
+
+
+class ChangeOut(BaseModel):
+    kind: Literal["gap", "overlap"]
+    pass_: Literal["first", "second"] | None = Field(
+        alias="pass", description="overlap: which pass of the repeated wall time this fire is"
+    )
+    scheduled: str | None = Field(
+        description="gap: the wall time the fire was due at, which did not exist; it ran when the clocks jumped"
+    )
+
+
+class FireOut(BaseModel):
+    at: datetime = Field(description="the fire's instant, UTC")
+    local: str = Field(description="the same instant on the schedule's wall clock, with its offset")
+    change: ChangeOut | None = Field(description="set when a clock change moved or doubled this fire")
+
+    @staticmethod
+    def of(fire: Fire) -> FireOut:
+        change = None
+        if fire.change == "gap":
+            scheduled = fire.scheduled.isoformat() if fire.scheduled is not None else None
+            change = ChangeOut.model_validate({"kind": "gap", "pass": None, "scheduled": scheduled})
+        elif fire.change is not None:
+            change = ChangeOut.model_validate({"kind": "overlap", "pass": fire.change.split("-")[1], "scheduled": None})
+        return FireOut(at=fire.at, local=fire.local.isoformat(), change=change)
+
+
+class PreviewOut(BaseModel):
+    timezone: str
+    fires: list[FireOut] = Field(description="the next fires, earliest first; fewer than asked only past year 9999")
+
+
 class ExecutionOut(BaseModel):
     id: str
     job_id: str
@@ -296,6 +356,24 @@ class ListJobsQuery(BaseModel):
     enabled: bool | None = Field(None, description="only enabled (true) or paused (false) jobs")
     limit: int = Field(50, ge=1, le=500)
     after: str | None = Field(None, min_length=1, max_length=64, description="the `next` of the previous page")
+
+
+class UpcomingQuery(BaseModel):
+    model_config = _STRICT
+    count: int = Field(10, ge=1, le=MAX_PREVIEW, description="how many fires to list")
+    after: str | None = Field(
+        None,
+        max_length=64,
+        description="list the fires after this instant (RFC 3339 with an offset; encode + as %2B); now if left out",
+        json_schema_extra={"format": "date-time"},
+    )
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_instant(value)
+        return value
 
 
 class ExecutionsQuery(BaseModel):

@@ -1,83 +1,162 @@
 """The three schedule shapes and their time arithmetic.
 
-Policies (each one is tested in tests/unit/test_schedules.py):
+Cron fields are ticklock's own dialect (``domain/cron.py``), read on the wall clock of the job's IANA
+timezone (UTC by default). Where the wall clock is not one-to-one with real time, the job's two DST
+choices decide, and each fire that a clock change moved is marked (``Fire.change``):
 
-* Cron has six fields, seconds first, evaluated in the job's IANA timezone (UTC by default).
-* Spring-forward gap: a fire whose wall time does not exist that day runs once, at the instant the
-  clocks jump (01:30 in Europe/London on 2026-03-29 runs at 02:00 BST). Several fires inside the gap
-  collapse into that one, which loses no real time: the gap has no length in UTC.
-* Fall-back overlap: a job with a fixed hour runs once, at the first occurrence of its wall time. A job
-  whose hour field is ``*`` runs by real time, so it keeps firing through both passes of the hour.
+* **gap** (spring forward: some wall times do not exist that day). ``jump``, the default: the fires
+  whose wall time does not exist run once, at the instant the clocks jump (01:30 in Europe/London on
+  2026-03-29 runs at 01:00:00 UTC, which is 02:00 BST), and the fire at the new wall time of that instant
+  is the same fire. ``skip``: they do not run.
+* **overlap** (fall back: some wall times occur twice). ``first``: a wall time fires once, on its first
+  pass. ``both``: by real time, on both passes. ``auto``, the default: ``both`` when the hour field
+  selects every hour (``*``, ``*/1``, ``0-23``), since such a job means "every so often", else ``first``.
 * Missed fires after downtime run once, not once per missed slot; the next fire is computed from now
   (cron: next match after now; interval: now + interval).
+
+How: a zone's offsets change at known instants (``domain/zones.py``); between two changes wall time is
+UTC plus a constant, so the next fire is one search of the cron fields; at a change the rule above
+applies. Each step is bounded, so ``next_after`` costs microseconds in any zone and never gives up on a
+valid expression (``bench/schedules.py``); the property tests compare it with a brute-force oracle.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
-
 from ticklock.clock import to_ms
+from ticklock.domain import cron
+from ticklock.domain.zones import FIRST_INSTANT, LAST_INSTANT, timeline
 from ticklock.errors import InvalidJob
 
-CRON_FIELDS = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
-_DESCRIPTORS = {
-    "@yearly": "0 0 0 1 1 *",
-    "@annually": "0 0 0 1 1 *",
-    "@monthly": "0 0 0 1 * *",
-    "@weekly": "0 0 0 * * 0",
-    "@daily": "0 0 0 * * *",
-    "@midnight": "0 0 0 * * *",
-    "@hourly": "0 0 * * * *",
-    "@minutely": "0 * * * * *",
-}
-# A probe value that every field accepts, used to validate one field at a time.
-_NEUTRAL = ("0", "0", "0", "1", "1", "*")
+CRON_FIELDS = cron.FIELDS
+GAP_CHOICES = ("jump", "skip")
+OVERLAP_CHOICES = ("auto", "first", "both")
+MAX_PREVIEW = 1000
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One upcoming fire, for previews: when, the wall clock then, and what a clock change did to it."""
+
+    at: datetime  # UTC
+    local: datetime  # the same instant on the job's wall clock
+    change: Literal["gap", "overlap-first", "overlap-second"] | None = None
+    scheduled: datetime | None = None  # for a gap fire: the (non-existent) wall time it was due at
 
 
 @dataclass(frozen=True)
 class CronSchedule:
-    """Six cron fields, seconds first, in an IANA timezone."""
+    """Six cron fields, seconds first, in an IANA timezone, with the job's DST choices."""
 
     expr: str
     timezone: str = "UTC"
+    gap: str = "jump"
+    overlap: str = "auto"
     kind: ClassVar[str] = "cron"
+    _parsed: cron.CronExpr = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _zone(self.timezone)
-        _expand(self.expr)
+        if self.gap not in GAP_CHOICES:
+            raise InvalidJob(f"gap must be one of {', '.join(GAP_CHOICES)}, not {self.gap!r}", field="schedule.gap")
+        if self.overlap not in OVERLAP_CHOICES:
+            raise InvalidJob(
+                f"overlap must be one of {', '.join(OVERLAP_CHOICES)}, not {self.overlap!r}", field="schedule.overlap"
+            )
+        object.__setattr__(self, "_parsed", _parse(self.expr))
 
     @property
     def fields(self) -> str:
         """The expression with descriptors expanded to six fields."""
-        return _expand(self.expr)
+        return self._parsed.text
 
-    def first_after(self, now: datetime) -> datetime:
+    @property
+    def both_passes(self) -> bool:
+        """Whether a repeated wall time fires on its second pass too."""
+        return self.overlap == "both" or (self.overlap == "auto" and self._parsed.every_hour)
+
+    def first_after(self, now: datetime) -> datetime | None:
         return self.next_after(now)
 
-    def next_after(self, after: datetime) -> datetime:
-        """The first fire strictly after ``after``, as an aware UTC instant."""
+    def next_after(self, after: datetime) -> datetime | None:
+        """The first fire strictly after ``after``, as an aware UTC instant; None only past year 9999."""
+        found = self._next(_seconds(after))
+        return None if found is None else datetime.fromtimestamp(found[0], UTC)
+
+    def upcoming(self, after: datetime, count: int) -> list[Fire]:
+        """The next ``count`` fires strictly after ``after``, each marked when a clock change moved it."""
         zone = _zone(self.timezone)
-        fields = self.fields
-        frequent_hours = fields.split()[2] in ("*", "*/1")
-        it = croniter(fields, after.astimezone(zone), second_at_beginning=True)
-        for _ in range(8):
-            candidate: datetime = it.get_next(datetime)
-            if not frequent_hours and _is_second_pass(candidate, zone):
-                # a fixed-hour job skips the whole second pass at once, not fire by fire: `0 */5 1 * * *`
-                # has 720 fires in a repeated 01:00 hour, and stepping through them ran past this loop
-                resume = _end_of_second_pass(candidate, zone) - timedelta(seconds=1)
-                it = croniter(fields, resume.astimezone(zone), second_at_beginning=True)
-                continue
-            return candidate.astimezone(UTC)
-        raise InvalidJob(f"cron {self.expr!r} found no valid fire time", field="schedule.expr")
+        fires: list[Fire] = []
+        moment = _seconds(after)
+        while len(fires) < count:
+            found = self._next(moment)
+            if found is None:
+                break
+            at, scheduled = found
+            instant = datetime.fromtimestamp(at, UTC)
+            local = instant.astimezone(zone)
+            if scheduled is not None:
+                fires.append(Fire(instant, local, "gap", cron.wall_datetime(scheduled)))
+            else:
+                fires.append(Fire(instant, local, _pass(local, zone)))
+            moment = at
+        return fires
+
+    def _next(self, after: int) -> tuple[int, int | None] | None:
+        """(instant, None) for an ordinary fire, (the jump's instant, the missing wall time) for a gap fire."""
+        parsed, line, both = self._parsed, timeline(self.timezone), self.both_passes
+        start = after + 1  # fires are whole seconds; the first candidate
+        seen = after  # changes after this instant are still to be looked at
+        while start <= LAST_INSTANT:
+            offset = line.offset(start)
+            if not both:
+                # a wall time repeated after a fall-back was already passed on its first pass: skip it
+                change = line.last_change(start)
+                if change is not None and not change.forward and start < change.at + change.size:
+                    start = change.at + change.size
+                    offset = line.offset(start)
+            wall = parsed.next_wall(start + offset)
+            if wall is None or wall - offset > LAST_INSTANT:
+                return None
+            candidate = wall - offset
+            change = line.first_change(seen, candidate)
+            if change is None:
+                return candidate, None
+            if change.forward and self.gap == "jump":
+                missing = parsed.next_wall(change.at + change.before)
+                if missing is not None and missing < change.at + change.after:
+                    return change.at, missing
+            start = seen = change.at
+        return None
+
+
+@lru_cache(maxsize=4096)
+def _parse(expr: str) -> cron.CronExpr:
+    return cron.parse(expr)
+
+
+def _seconds(moment: datetime) -> int:
+    """An aware instant as whole epoch seconds, rounded down; refused outside years 1-9999."""
+    seconds = int(moment.timestamp() // 1)
+    if not FIRST_INSTANT <= seconds <= LAST_INSTANT:
+        raise InvalidJob("the instant is outside the years 0001-9999", field="after")
+    return seconds
+
+
+def _pass(local: datetime, zone: ZoneInfo) -> Literal["overlap-first", "overlap-second"] | None:
+    """Which pass of a repeated wall time ``local`` is, or None when its wall time occurs once."""
+    wall = local.replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0)
+    second = wall.replace(tzinfo=zone, fold=1)
+    if first.utcoffset() == second.utcoffset() or first.astimezone(UTC) > second.astimezone(UTC):
+        return None  # once, or a gap wall time (not a fire's own: gap fires are marked by the search)
+    return "overlap-first" if local.fold == 0 else "overlap-second"
 
 
 @dataclass(frozen=True)
@@ -128,9 +207,28 @@ def next_fire(schedule: Schedule, *, now: datetime) -> datetime | None:
     return schedule.next_after(now)
 
 
+def upcoming(schedule: Schedule, *, after: datetime, count: int) -> list[Fire]:
+    """The schedule's next ``count`` fires after ``after`` (an interval's as if each run took no time)."""
+    if isinstance(schedule, CronSchedule):
+        return schedule.upcoming(after, count)
+    if isinstance(schedule, IntervalSchedule):
+        try:
+            moments = [after + timedelta(seconds=schedule.seconds * n) for n in range(1, count + 1)]
+        except OverflowError:
+            moments = []
+        return [Fire(moment, moment) for moment in moments]
+    return [Fire(schedule.at, schedule.at)] if schedule.at > after and count > 0 else []
+
+
 def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
     if isinstance(schedule, CronSchedule):
-        return {"kind": "cron", "expr": schedule.expr, "timezone": schedule.timezone}
+        return {
+            "kind": "cron",
+            "expr": schedule.expr,
+            "timezone": schedule.timezone,
+            "gap": schedule.gap,
+            "overlap": schedule.overlap,
+        }
     if isinstance(schedule, IntervalSchedule):
         return {"kind": "interval", "seconds": schedule.seconds}
     return {"kind": "once", "at": schedule.at.isoformat()}
@@ -139,7 +237,12 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
 def schedule_from_dict(data: dict[str, Any]) -> Schedule:
     kind = data.get("kind")
     if kind == "cron":
-        return CronSchedule(expr=data["expr"], timezone=data.get("timezone") or "UTC")
+        return CronSchedule(
+            expr=data["expr"],
+            timezone=data.get("timezone") or "UTC",
+            gap=data.get("gap") or "jump",
+            overlap=data.get("overlap") or "auto",
+        )
     if kind == "interval":
         return IntervalSchedule(seconds=data["seconds"])
     if kind == "once":
@@ -174,98 +277,3 @@ def _zone(name: str) -> ZoneInfo:
         raise InvalidJob(
             f"unknown timezone {name!r}: use an IANA name such as 'Europe/London'", field="schedule.timezone"
         ) from exc
-
-
-@lru_cache(maxsize=1024)
-def _expand(expr: str) -> str:
-    """Validate a cron expression and return its six fields; errors name the bad field."""
-    text = " ".join(expr.split())
-    if text.startswith("@"):
-        if text.lower() not in _DESCRIPTORS:
-            raise InvalidJob(
-                f"unknown cron descriptor {text!r}; known: {', '.join(_DESCRIPTORS)}", field="schedule.expr"
-            )
-        return _DESCRIPTORS[text.lower()]
-    parts = text.split(" ")
-    if len(parts) != 6:
-        raise InvalidJob(
-            f"cron needs 6 fields (second minute hour day-of-month month day-of-week), got {len(parts)}",
-            field="schedule.expr",
-        )
-    parts = [_collapse(value) for value in parts]
-    text = " ".join(parts)
-    for name, value in zip(CRON_FIELDS, parts, strict=True):
-        tokens = re.split(r"[,/-]", value.upper())
-        if any(t in ("R", "H") or t.startswith("H(") for t in tokens):
-            # croniter's random (R) and hashed (H) values are not a schedule: R picks anew at every fire
-            raise InvalidJob(
-                f"cron field {name} uses {value!r}: random (R) and hashed (H) values are not supported",
-                field="schedule.expr",
-            )
-    for index, (name, value) in enumerate(zip(CRON_FIELDS, parts, strict=True)):
-        probe = list(_NEUTRAL)
-        probe[index] = value
-        if index in (3, 4):  # day-of-month and month are checked together with a free day
-            probe[3 if index == 4 else 4] = "*"
-        if not _valid(" ".join(probe)):
-            raise InvalidJob(f"cron field {name} has an invalid value {value!r}", field="schedule.expr")
-    if not _valid(text):
-        raise InvalidJob(f"cron {text!r} is invalid", field="schedule.expr")
-    try:
-        croniter(text, datetime(2026, 1, 1, tzinfo=UTC), second_at_beginning=True).get_next(datetime)
-    except CroniterBadDateError as exc:
-        raise InvalidJob(f"cron {text!r} never fires", field="schedule.expr") from exc
-    return text
-
-
-_RANGE = re.compile(r"([A-Za-z0-9]+)-([A-Za-z0-9]+)(/\d+)?")
-
-
-def _collapse(field: str) -> str:
-    """``9-9``, ``MON-MON`` or ``5-5/2`` as the single value they mean. croniter 7.0.0 reads a range whose
-    ends are equal as the whole field (``0 0 9-9 * * *`` fired every hour)."""
-    items = []
-    for item in field.split(","):
-        match = _RANGE.fullmatch(item)
-        if match:
-            low, high = match.group(1), match.group(2)
-            same = int(low) == int(high) if low.isdigit() and high.isdigit() else low.upper() == high.upper()
-            if same:
-                item = low
-        items.append(item)
-    return ",".join(items)
-
-
-def _valid(six_fields: str) -> bool:
-    try:
-        croniter(six_fields, datetime(2026, 1, 1, tzinfo=UTC), second_at_beginning=True)
-    except (CroniterBadCronError, CroniterError, ValueError, KeyError, IndexError):
-        return False
-    return True
-
-
-def _end_of_second_pass(moment: datetime, zone: ZoneInfo) -> datetime:
-    """The UTC instant the repeated wall-clock span that ``moment`` (a second-pass instant) falls in ends:
-    the clock change plus its size, the change found by halving the span between the two passes."""
-    wall = moment.astimezone(zone).replace(tzinfo=None)
-    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    second = moment.astimezone(UTC)
-    size = second - first
-    low, high = first, second  # the offset is the first pass's at low and the second's at high
-    while high - low > timedelta(seconds=1):
-        middle = low + (high - low) / 2
-        if middle.astimezone(zone).utcoffset() == first.astimezone(zone).utcoffset():
-            low = middle
-        else:
-            high = middle
-    return high + size
-
-
-def _is_second_pass(moment: datetime, zone: ZoneInfo) -> bool:
-    """True when ``moment``'s wall time occurs twice that day and this is the later occurrence."""
-    wall = moment.astimezone(zone).replace(tzinfo=None)
-    first = wall.replace(tzinfo=zone, fold=0)
-    second = wall.replace(tzinfo=zone, fold=1)
-    if first.utcoffset() == second.utcoffset():
-        return False
-    return moment.astimezone(UTC) == second.astimezone(UTC)

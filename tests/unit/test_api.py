@@ -86,7 +86,7 @@ def test_create_cron(api: Harness) -> None:
     assert job["id"]
     assert job["name"] == "job-a"
     assert job["handler"] == "noop"
-    assert job["schedule"] == {"kind": "cron", "expr": "0 30 9 * * MON-FRI", "timezone": "Europe/London"}
+    assert job["schedule"] == {"kind": "cron", "expr": "0 30 9 * * MON-FRI", "timezone": "Europe/London", "gap": "jump", "overlap": "auto"}
     assert job["payload"] == {"k": [1, 2]}
     assert job["timeout"] == 12.5
     assert job["max_retries"] == 3
@@ -100,7 +100,7 @@ def test_create_cron(api: Harness) -> None:
 
 def test_create_cron_descriptor_defaults(api: Harness) -> None:
     job = create(api)
-    assert job["schedule"] == {"kind": "cron", "expr": "@hourly", "timezone": "UTC"}
+    assert job["schedule"] == {"kind": "cron", "expr": "@hourly", "timezone": "UTC", "gap": "jump", "overlap": "auto"}
     assert ts(job["next_run_at"]) == START + timedelta(hours=1)
     assert job["payload"] == {}
     assert job["timeout"] == 60.0

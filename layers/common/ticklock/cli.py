@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from ticklock import __version__
-from ticklock.errors import ConfigError, HandlerError, StoreUnavailable
+from ticklock.domain.schedules import (
+    GAP_CHOICES,
+    MAX_PREVIEW,
+    OVERLAP_CHOICES,
+    CronSchedule,
+    Fire,
+    check_new_timezone,
+)
+from ticklock.errors import ConfigError, HandlerError, InvalidJob, StoreUnavailable
 from ticklock.settings import SETTINGS, Settings, markdown_table
 
 EXIT_CONFIG = 2
@@ -34,7 +43,55 @@ def _parser() -> argparse.ArgumentParser:
             help=f"{setting.help} (env {setting.env}, default {setting.default!r})",
         )
     commands.add_parser("config-table", help="print the configuration reference as a Markdown table")
+    cron = commands.add_parser(
+        "cron",
+        help="show a cron expression's next fires, with the ones a clock change moves marked",
+        description="Show the next fires of a cron expression, as UTC and as wall time in its timezone. "
+        "A fire a clock change moved is marked: 'gap' when its wall time did not exist and it ran as the "
+        "clocks jumped, 'overlap' with the pass of a wall time that happened twice.",
+    )
+    cron.add_argument("expr", metavar="EXPR", help="six fields, seconds first, or a descriptor such as @hourly")
+    cron.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA timezone the fields are read in (UTC)")
+    cron.add_argument("--count", type=int, default=10, metavar="N", help=f"how many fires, 1-{MAX_PREVIEW} (10)")
+    cron.add_argument("--after", metavar="T", help="start after this RFC 3339 instant (now)")
+    cron.add_argument("--gap", choices=GAP_CHOICES, default="jump", help="spring-forward choice (jump)")
+    cron.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto", help="fall-back choice (auto)")
     return parser
+
+
+def _cron(args: argparse.Namespace) -> int:
+    from ticklock.api.schemas import parse_instant
+
+    try:
+        if not 1 <= args.count <= MAX_PREVIEW:
+            raise ValueError(f"--count must be from 1 to {MAX_PREVIEW}")
+        after = parse_instant(args.after) if args.after is not None else datetime.now(UTC)
+        schedule = CronSchedule(args.expr, check_new_timezone(args.tz), args.gap, args.overlap)
+    except InvalidJob as exc:
+        print(f"ticklock: error: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ValueError as exc:
+        print(f"ticklock: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(preview_table(schedule.upcoming(after, args.count), schedule.timezone))
+    return 0
+
+
+def preview_table(fires: Sequence[Fire], zone: str) -> str:
+    """The fires as a plain-text table: number, UTC, wall time with offset, and what a clock change did."""
+    if not fires:
+        return "no fire before the year 10000"
+    rows = [("#", "UTC", f"local ({zone})", "clock change")]
+    for number, fire in enumerate(fires, 1):
+        note = ""
+        if fire.change == "gap" and fire.scheduled is not None:
+            note = f"gap: {fire.scheduled:%H:%M:%S} did not exist, ran as the clocks jumped"
+        elif fire.change is not None:
+            note = f"overlap: {fire.change.removeprefix('overlap-')} pass of {fire.local:%H:%M:%S}"
+        rows.append((str(number), f"{fire.at:%Y-%m-%d %H:%M:%S}Z", f"{fire.local:%Y-%m-%d %H:%M:%S %z}", note))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "config-table":
         print(markdown_table())
         return 0
+    if args.command == "cron":
+        return _cron(args)
     if args.command != "serve":
         parser.print_help()
         return 0 if args.command is None else 2

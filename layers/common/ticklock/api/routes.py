@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -150,10 +150,9 @@ class Probe:
             self._answered_at = time.monotonic()
 
 
-def _preview(schedule: Schedule, count: int, after: str | None) -> PreviewOut:
-    start = parse_instant(after) if after is not None else datetime.now(UTC)
+def _preview(schedule: Schedule, count: int, after: datetime) -> PreviewOut:
     zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
-    fires = upcoming(schedule, after=start, count=count)
+    fires = upcoming(schedule, after=after, count=count)
     return PreviewOut(timezone=zone, fires=[FireOut.of(fire) for fire in fires])
 
 
@@ -235,11 +234,13 @@ def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
 
     def upcoming_fires(call: Call) -> PreviewOut:
         q: UpcomingQuery = call.query
-        return _preview(service.store.get_job(call.params["job_id"]).schedule, q.count, q.after)
+        schedule = service.store.get_job(call.params["job_id"]).schedule
+        return _preview(schedule, q.count, parse_instant(q.after) if q.after else service.clock.now())
 
     def preview(call: Call) -> PreviewOut:
         body: PreviewRequest = call.body
-        return _preview(body.schedule.to_domain(), body.count, body.after)
+        after = parse_instant(body.after) if body.after else service.clock.now()
+        return _preview(body.schedule.to_domain(), body.count, after)
 
     job = "/jobs/{job_id}"
     conflict = (HTTPStatus.CONFLICT,)

@@ -241,6 +241,7 @@ class PreviewRequest(BaseModel):
 
 
 class ChangeOut(BaseModel):
+    model_config = ConfigDict(serialize_by_alias=True)
     kind: Literal["gap", "overlap"]
     pass_: Literal["first", "second"] | None = Field(
         alias="pass", description="overlap: which pass of the repeated wall time this fire is"

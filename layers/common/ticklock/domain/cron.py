@@ -243,6 +243,8 @@ def _number(name: str, token: str, names: dict[str, int] | None, low: int, high:
         value = int(token)
     elif names is not None and token in names:
         value = names[token]
+    elif token in ("R", "H"):
+        raise _error(name, f"{item!r}: random (R) and hashed (H) values are not a schedule and are not supported")
     else:
         raise _error(name, f"{token!r} in {item!r} is not a number{' or a name' if names else ''}")
     if not low <= value <= high:

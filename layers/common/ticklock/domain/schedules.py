@@ -111,7 +111,7 @@ class CronSchedule:
     def _next(self, after: int) -> tuple[int, int | None] | None:
         """(instant, None) for an ordinary fire, (the jump's instant, the missing wall time) for a gap fire."""
         parsed, line, both = self._parsed, timeline(self.timezone), self.both_passes
-        start = after + 1  # fires are whole seconds; the first candidate
+        start = max(after + 1, FIRST_INSTANT)  # fires are whole seconds; the first candidate
         seen = after  # changes after this instant are still to be looked at
         while start <= LAST_INSTANT:
             offset = line.offset(start)
@@ -142,11 +142,8 @@ def _parse(expr: str) -> cron.CronExpr:
 
 
 def _seconds(moment: datetime) -> int:
-    """An aware instant as whole epoch seconds, rounded down; refused outside years 1-9999."""
-    seconds = int(moment.timestamp() // 1)
-    if not FIRST_INSTANT <= seconds <= LAST_INSTANT:
-        raise InvalidJob("the instant is outside the years 0001-9999", field="after")
-    return seconds
+    """An aware instant as whole epoch seconds, rounded down."""
+    return int(moment.timestamp() // 1)
 
 
 def _pass(local: datetime, zone: ZoneInfo) -> Literal["overlap-first", "overlap-second"] | None:

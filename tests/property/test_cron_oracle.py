@@ -126,15 +126,16 @@ EXPRS = st.tuples(_numbers(0, 59), _numbers(0, 59), HOURS, DAYS_OF_MONTH, MONTHS
 
 
 @st.composite
-def instants(draw: st.DrawFn) -> datetime:
+def instants(draw: st.DrawFn) -> tuple[datetime, str]:
     zone = draw(st.sampled_from(sorted(ZONES)))
     near = changes(zone)
-    if near and draw(st.booleans()):
+    close_to_a_change = draw(st.booleans())
+    if near and close_to_a_change:
         at, _, _ = draw(st.sampled_from(near))
         moment = at + timedelta(seconds=draw(st.integers(-3 * 3600, 3 * 3600)))
     else:
         moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=draw(st.integers(0, 5 * 365 * 86400)))
-    return moment.replace(tzinfo=UTC, microsecond=draw(st.sampled_from([0, 0, 500_000]))), zone  # type: ignore[return-value]
+    return moment.replace(tzinfo=UTC, microsecond=draw(st.sampled_from([0, 0, 500_000]))), zone
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -86,7 +86,13 @@ def test_create_cron(api: Harness) -> None:
     assert job["id"]
     assert job["name"] == "job-a"
     assert job["handler"] == "noop"
-    assert job["schedule"] == {"kind": "cron", "expr": "0 30 9 * * MON-FRI", "timezone": "Europe/London", "gap": "jump", "overlap": "auto"}
+    assert job["schedule"] == {
+        "kind": "cron",
+        "expr": "0 30 9 * * MON-FRI",
+        "timezone": "Europe/London",
+        "gap": "jump",
+        "overlap": "auto",
+    }
     assert job["payload"] == {"k": [1, 2]}
     assert job["timeout"] == 12.5
     assert job["max_retries"] == 3

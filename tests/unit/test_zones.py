@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from importlib import resources
-from zoneinfo import ZoneInfo, _zoneinfo
+from zoneinfo import ZoneInfo, _zoneinfo  # type: ignore[attr-defined]
 
 import pytest
 
@@ -50,7 +50,8 @@ def test_offsets_match_zoneinfo_at_sampled_instants() -> None:
     for name in ("Europe/London", "Australia/Lord_Howe", "Antarctica/Troll", "Pacific/Apia", "America/Santiago"):
         line, zone = Timeline(name), ZoneInfo(name)
         for at in range(int(datetime(2010, 1, 1, tzinfo=UTC).timestamp()), int(datetime(2031, 1, 1).timestamp()), 7919):
-            assert line.offset(at) == datetime.fromtimestamp(at, zone).utcoffset().total_seconds(), (name, at)
+            offset = datetime.fromtimestamp(at, zone).utcoffset()
+            assert offset is not None and line.offset(at) == offset.total_seconds(), (name, at)
 
 
 def test_a_change_exactly_at_the_year_boundary_belongs_to_the_new_year() -> None:

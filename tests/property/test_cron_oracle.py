@@ -46,6 +46,9 @@ EXPRESSIONS = [
     "0 30 23 * * *",
     "0 0 0 L * *",
     "0 0 3 * * SUN",
+    "0 30 1 ? 3 0L",  # London's spring-forward day, in its gap, once a year
+    "0 30 1 ? 10 0L",  # London's fall-back day, in its overlap
+    "0 0 0 29 2 *",
 ]
 POLICIES = [("jump", "auto"), ("skip", "first"), ("jump", "both"), ("skip", "both")]
 

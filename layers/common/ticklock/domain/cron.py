@@ -111,14 +111,16 @@ class CronExpr:
         )
         return (in_dom or in_dow) if self.either_day else (in_dom and in_dow)
 
-    def next_wall(self, wall: int) -> int | None:
-        """The first wall time at or after ``wall`` that the fields select, or None past year 9999."""
+    def next_wall(self, wall: int, before: int | None = None) -> int | None:
+        """The first wall time at or after ``wall`` that the fields select, or None past year 9999 (or, with
+        ``before``, when there is none before that wall time: the search stops at its month)."""
+        stop = (LAST_YEAR, 12) if before is None else _year_month(before)
         days, rest = divmod(wall, 86400)
         day = date.fromordinal(days + _EPOCH)
         year, month, dom = day.year, day.month, day.day
         hour, rest = divmod(rest, 3600)
         minute, second = divmod(rest, 60)
-        while year <= LAST_YEAR:
+        while (year, month) <= stop:
             if month not in self.months:
                 month, dom, hour, minute, second = month + 1, 1, 0, 0, 0
                 if month > 12:
@@ -151,8 +153,14 @@ class CronExpr:
                 continue
             second = self.seconds[index]
             ordinal = date(year, month, dom).toordinal() - _EPOCH
-            return ordinal * 86400 + hour * 3600 + minute * 60 + second
+            found = ordinal * 86400 + hour * 3600 + minute * 60 + second
+            return found if before is None or found < before else None
         return None
+
+
+def _year_month(wall: int) -> tuple[int, int]:
+    day = date.fromordinal(wall // 86400 + _EPOCH)
+    return day.year, day.month
 
 
 def _nearest_weekday(day: int, first: int, length: int) -> int | None:

@@ -38,6 +38,9 @@ CRON_FIELDS = cron.FIELDS
 GAP_CHOICES = ("jump", "skip")
 OVERLAP_CHOICES = ("auto", "first", "both")
 MAX_PREVIEW = 1000
+# More than the widest gap between two UTC offsets one zone has used (25 hours: Pacific/Kiritimati went
+# from -10:40 to +14:00), so an instant this far before a wall time cannot show it in any zone.
+MARGIN = 2 * 86400
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class CronSchedule:
         parsed, line, both = self._parsed, timeline(self.timezone), self.both_passes
         start = max(after + 1, FIRST_INSTANT)  # fires are whole seconds; the first candidate
         seen = after  # changes after this instant are still to be looked at
+        known: tuple[int, int] | None = None  # (low, wall): wall is the first match at or after low
         while start <= LAST_INSTANT:
             offset = line.offset(start)
             if not both:
@@ -121,16 +125,32 @@ class CronSchedule:
                 if change is not None and not change.forward and start < change.at + change.size:
                     start = change.at + change.size
                     offset = line.offset(start)
-            wall = parsed.next_wall(start + offset)
+            low = start + offset
+            if known is not None and known[0] <= low <= known[1]:
+                wall: int | None = known[1]  # nothing matches between the two lows
+            elif known is not None and low < known[0]:
+                earlier = parsed.next_wall(low, before=known[0])
+                wall = known[1] if earlier is None else earlier
+            else:
+                wall = parsed.next_wall(low)
             if wall is None or wall - offset > LAST_INSTANT:
                 return None
+            known = (low, wall)
             candidate = wall - offset
-            change = line.first_change(seen, candidate)
+            horizon = start + MARGIN
+            change = line.first_change(seen, min(candidate, horizon))
             if change is None:
-                return candidate, None
+                if candidate <= horizon:
+                    return candidate, None
+                # The match is days away. No instant earlier than MARGIN before it can show its wall time
+                # (offsets differ by less than MARGIN), and every wall time before it is no match, so the
+                # changes in between move no fire: go on from there, not change by change.
+                start = seen = candidate - MARGIN
+                continue
             if change.forward and self.gap == "jump":
-                missing = parsed.next_wall(change.at + change.before)
-                if missing is not None and missing < change.at + change.after:
+                gap_from, gap_to = change.at + change.before, change.at + change.after
+                missing = wall if change.at > start else parsed.next_wall(gap_from, before=gap_to)
+                if missing is not None and gap_from <= missing < gap_to:
                     return change.at, missing
             start = seen = change.at
         return None

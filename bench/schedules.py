@@ -132,7 +132,7 @@ def main() -> None:
     if args.summary:
         worst: dict[str, tuple[str, int, list[float], float, int, float | None]] = {}
         for shape, name, calls, costs, cold, errors, peer in rows:
-            if shape not in worst or max(costs + [cold]) > max(worst[shape][2] + [worst[shape][3]]):
+            if shape not in worst or max(*costs, cold) > max(*worst[shape][2], worst[shape][3]):
                 worst[shape] = (f"{name} (worst of {len(ZONES)})", calls, costs, cold, errors, peer)
         rows = [(shape, *values) for shape, values in worst.items()]  # type: ignore[misc]
     over = 0

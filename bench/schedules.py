@@ -21,12 +21,13 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stats import percentile
-from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
+from apscheduler.triggers.cron import CronTrigger
 
 from ticklock.domain import schedules, zones
 from ticklock.domain.schedules import CronSchedule
@@ -121,7 +122,7 @@ def main() -> None:
             peer = None
             if peer_fields is not None:
                 trigger = CronTrigger(timezone=ZoneInfo(name), **peer_fields)
-                peer_costs, _ = timed(lambda moment, t=trigger: t.get_next_fire_time(None, moment), instants)
+                peer_costs, _ = timed(partial(trigger.get_next_fire_time, None), instants)
                 peer = percentile(peer_costs, 50)
             rows.append((shape, name, len(instants), costs, cold, errors, peer))
     machine = f"{platform.node()}, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
@@ -134,7 +135,10 @@ def main() -> None:
         for shape, name, calls, costs, cold, errors, peer in rows:
             if shape not in worst or max(*costs, cold) > max(*worst[shape][2], worst[shape][3]):
                 worst[shape] = (f"{name} (worst of {len(ZONES)})", calls, costs, cold, errors, peer)
-        rows = [(shape, *values) for shape, values in worst.items()]  # type: ignore[misc]
+        rows = [
+            (shape, name, calls, costs, cold, errors, peer)
+            for shape, (name, calls, costs, cold, errors, peer) in worst.items()
+        ]
     over = 0
     for shape, name, calls, costs, cold, errors, peer in rows:
         p50, p99 = ((percentile(costs, q) or 0.0) * 1000 for q in (50, 99))

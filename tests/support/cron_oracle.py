@@ -8,7 +8,9 @@ day, maps each through zoneinfo's PEP 495 ``fold`` and applies the policy to wha
 * one that round-trips to nothing (a gap) fires, under ``jump``, at the first second whose wall time is
   past it, found by walking the clock; under ``skip`` not at all.
 
-The answer is the earliest of those instants after the given one. Slow on purpose; fine for tests.
+The answer is the earliest of those instants after the given one, within the engine's documented span
+(from 0001-01-02 to 9999-12-30 UTC, where every zone's wall clock stays in the calendar). Zones come from
+the pinned ``tzdata`` package, as the engine's do. Slow on purpose; fine for tests.
 """
 
 from __future__ import annotations
@@ -17,10 +19,20 @@ import calendar
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
+from importlib import resources
 from zoneinfo import ZoneInfo
 
 MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 WEEKDAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+FIRST = datetime(1, 1, 2, tzinfo=UTC)
+LAST = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def zone_named(name: str) -> ZoneInfo:
+    with resources.files("tzdata").joinpath("zoneinfo", *name.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=name)
+
+
 ALIASES = {
     "@yearly": "0 0 0 1 1 *",
     "@annually": "0 0 0 1 1 *",
@@ -80,7 +92,7 @@ class Oracle:
         text = ALIASES.get(expr.strip().lower(), expr).upper().split()
         assert len(text) == 6, expr
         sec, minute, hour, dom, month, dow = text
-        self.zone = ZoneInfo(timezone)
+        self.zone = zone_named(timezone)
         self.gap = gap
         self.seconds = sorted(_expand(sec, 0, 59))
         self.minutes = sorted(_expand(minute, 0, 59))
@@ -152,8 +164,11 @@ class Oracle:
     # -- instants --------------------------------------------------------------------------------------
 
     def _instants(self, wall: datetime) -> list[datetime]:
-        first = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
-        second = wall.replace(tzinfo=self.zone, fold=1).astimezone(UTC)
+        try:
+            first = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
+            second = wall.replace(tzinfo=self.zone, fold=1).astimezone(UTC)
+        except OverflowError:  # a wall time of the year 1 or 9999 whose instant leaves the calendar
+            return []
         real = [u for u in sorted({first, second}) if u.astimezone(self.zone).replace(tzinfo=None) == wall]
         if not real:  # a gap
             return [self._jump_after(wall, min(first, second))] if self.gap == "jump" else []
@@ -191,8 +206,10 @@ class Oracle:
         after = after.astimezone(UTC)
         low, high = _offset_bounds(self.zone, after.year)
         best: datetime | None = None
-        start = (after + timedelta(hours=-30)).date()
+        start = date.fromordinal(max(1, after.toordinal() - 2))  # walls up to two days behind UTC
         for n in range(horizon_days):
+            if start.toordinal() + n > LAST.date().toordinal():
+                break
             d = start + timedelta(days=n)
             if best is not None and datetime.combine(d, time()) - high > best.replace(tzinfo=None):
                 break
@@ -202,7 +219,7 @@ class Oracle:
                 if best is not None and wall - high > best.replace(tzinfo=None):
                     break
                 for instant in self._instants(wall):
-                    if instant > after and (best is None or instant < best):
+                    if after < instant <= LAST and instant >= FIRST and (best is None or instant < best):
                         best = instant
             if d.year > after.year + 1 and d.month == 1 and d.day == 1:
                 more = _offset_bounds(self.zone, d.year)
@@ -224,8 +241,8 @@ def _walk_to(zone: ZoneInfo, wall: datetime, start: datetime) -> datetime:
 def _offset_bounds(zone: ZoneInfo, year: int) -> tuple[timedelta, timedelta]:
     """The least and greatest UTC offset the zone uses from a year before ``year`` to a year after, by
     asking every hour (no two changes are an hour apart)."""
-    moment = datetime(year - 1, 1, 1, tzinfo=UTC)
-    end = datetime(year + 2, 1, 1, tzinfo=UTC)
+    moment = max(datetime(max(year - 1, 1), 1, 1, tzinfo=UTC), FIRST)
+    end = datetime(year + 2, 1, 1, tzinfo=UTC) if year < 9998 else LAST
     seen = set()
     while moment < end:
         offset = moment.astimezone(zone).utcoffset()
@@ -238,7 +255,7 @@ def _offset_bounds(zone: ZoneInfo, year: int) -> tuple[timedelta, timedelta]:
 def clock_changes(zone_name: str, first_year: int, last_year: int) -> list[tuple[datetime, timedelta, timedelta]]:
     """Every (instant, offset before, offset after) from the start of ``first_year`` to the end of
     ``last_year``, by scanning hour by hour and then second by second inside the hour."""
-    zone = ZoneInfo(zone_name)
+    zone = zone_named(zone_name)
     moment = datetime(first_year, 1, 1, tzinfo=UTC)
     end = datetime(last_year + 1, 1, 1, tzinfo=UTC)
     changes = []

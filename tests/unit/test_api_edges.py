@@ -340,12 +340,12 @@ def test_without_a_token_methods_and_queries_are_401(secured_api: Harness, metho
 def test_a_stored_job_whose_timezone_a_newer_rule_refuses_still_reads(
     api: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ticklock.domain import schedules
+    from ticklock.domain import zones
 
     job = api.post("/jobs", json={**JOB, "schedule": {"kind": "cron", "expr": "@hourly", "timezone": "Europe/London"}})
     assert job.status_code == 201
-    narrower = frozenset(schedules.known_zones() - {"Europe/London"})
-    monkeypatch.setattr(schedules, "known_zones", lambda: narrower)
+    narrower = frozenset(zones.known_zones() - {"Europe/London"})
+    monkeypatch.setattr(zones, "known_zones", lambda: narrower)
     job_id = job.json()["id"]
     assert api.get(f"/jobs/{job_id}").status_code == 200
     assert [j["id"] for j in api.get("/jobs").json()["items"]] == [job_id]

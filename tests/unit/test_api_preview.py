@@ -154,3 +154,18 @@ def test_the_cron_command_says_what_is_wrong(
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and fragment in captured.err
+
+
+def test_a_job_whose_every_fire_a_gap_skips_is_refused_and_its_preview_is_empty(api: Harness) -> None:
+    schedule = {"kind": "cron", "expr": "0 30 1 ? 3 0L", "timezone": "Europe/London", "gap": "skip"}
+    refused = api.post("/jobs", json={"name": "never", "handler": "noop", "schedule": schedule})
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["details"][0]
+    assert detail["field"] == "schedule.expr"
+    assert "never fires in Europe/London with gap=skip" in detail["message"]
+    assert api.stored() == []
+    assert preview(api, {"schedule": schedule}).json()["fires"] == []
+    jumping = api.post("/jobs", json={"name": "jumps", "handler": "noop", "schedule": {**schedule, "gap": "jump"}})
+    assert jumping.status_code == 201, jumping.text
+    changed = api.patch(f"/jobs/{jumping.json()['id']}", json={"schedule": schedule})
+    assert changed.status_code == 422 and "gap=skip" in changed.text

@@ -115,7 +115,10 @@ def test_day_of_month_and_day_of_week_combine_as_in_crontab5(expr: str, expected
         ("*-5 * * * * *", "'*' cannot start a range"),
         ("1--2 * * * * *", "is not a value, a range or a step"),
         ("1,,2 * * * * *", "'' is not a value, a range or a step"),
-        ("\u0663 * * * * *", "is not a value, a range or a step"),
+        ("\u0663 * * * * *", "cron takes ASCII only, not '\u0663' (U+0663)"),
+        ("0 0 0 * * \u017fun", "cron takes ASCII only"),
+        ("0\u00a00 0 * * * *", "cron takes ASCII only"),
+        ("0 0 0 * * *\x1c1", "is not a value, a range or a step"),  # not a separator, as str.split has it
         ("99999 * * * * *", "out of range 0-59"),
         ("0 0 0 1 JANUARY *", "'JANUARY' in 'JANUARY' is not a number or a name"),
         ("0 0 MON * * *", "field hour: 'MON' in 'MON' is not a number"),

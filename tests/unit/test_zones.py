@@ -5,23 +5,36 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from importlib import resources
-from zoneinfo import ZoneInfo, _zoneinfo  # type: ignore[attr-defined]
+from zoneinfo import _zoneinfo  # type: ignore[attr-defined]
 
 import pytest
 
-from ticklock.domain.zones import FIRST_INSTANT, LAST_INSTANT, Timeline
+from ticklock.domain.zones import FIRST_INSTANT, LAST_INSTANT, Timeline, load
 
 ZONES = resources.files("tzdata").joinpath("zones").read_text().split()
 
 
 def _table(name: str, first: int, last: int) -> list[tuple[int, int, int]]:
-    """(instant, offset before, offset after) for each offset change in [first, last], from the file's
-    transitions and, past them, from zoneinfo itself asked at each year's rule changes."""
-    zone = _zoneinfo.ZoneInfo.no_cache(name)
+    """(instant, offset before, offset after) for each offset change in [first, last]: the file's listed
+    transitions, then those of its closing rule (the POSIX TZ string the slim files end with), read the
+    way zoneinfo's pure-Python implementation reads them."""
+    with resources.files("tzdata").joinpath("zoneinfo", *name.split("/")).open("rb") as data:
+        zone = _zoneinfo.ZoneInfo.from_file(data, key=name)  # the pinned data, as zones.load reads it
+    seconds = [int(t.utcoff.total_seconds()) for t in zone._ttinfos]
+    listed = list(zip(zone._trans_utc, seconds, strict=True))
+    rule = zone._tz_after
+    if isinstance(rule, _zoneinfo._TZStr):
+        std, dst = int(rule.std.utcoff.total_seconds()), int(rule.dst.utcoff.total_seconds())
+        end_of_list = listed[-1][0] if listed else first
+        for year in range(datetime.fromtimestamp(max(end_of_list, first), UTC).year, 2038):
+            on, off = rule.transitions(year)
+            for at, offset in ((on - std, dst), (off - dst, std)):
+                if at > end_of_list:
+                    listed.append((at, offset))
+        listed.sort()
     out = []
-    offsets = [int(t.utcoff.total_seconds()) for t in zone._ttinfos]
-    previous = int(zone._tti_before.utcoff.total_seconds()) if zone._tti_before else offsets[0]
-    for at, offset in zip(zone._trans_utc, offsets, strict=True):
+    previous = int(zone._tti_before.utcoff.total_seconds()) if zone._tti_before else seconds[0] if seconds else 0
+    for at, offset in listed:
         if offset != previous and first <= at <= last:
             out.append((at, previous, offset))
         previous = offset
@@ -48,7 +61,7 @@ def test_changes_match_zoneinfos_own_table_in_every_zone(chunk: int) -> None:
 
 def test_offsets_match_zoneinfo_at_sampled_instants() -> None:
     for name in ("Europe/London", "Australia/Lord_Howe", "Antarctica/Troll", "Pacific/Apia", "America/Santiago"):
-        line, zone = Timeline(name), ZoneInfo(name)
+        line, zone = Timeline(name), load(name)
         for at in range(int(datetime(2010, 1, 1, tzinfo=UTC).timestamp()), int(datetime(2031, 1, 1).timestamp()), 7919):
             offset = datetime.fromtimestamp(at, zone).utcoffset()
             assert offset is not None and line.offset(at) == offset.total_seconds(), (name, at)
@@ -69,3 +82,12 @@ def test_the_first_and_last_years_answer() -> None:
         assert isinstance(line.offset(FIRST_INSTANT), int)
         assert isinstance(line.offset(LAST_INSTANT), int)
         assert line.first_change(LAST_INSTANT - 86400, LAST_INSTANT) is None
+
+
+def test_zones_come_from_the_pinned_tzdata_not_the_host() -> None:
+    """Replicas must agree on when the clocks change: Debian's tzdata 2025b still has Morocco's Ramadan
+    changes after 2026, the pinned tzdata 2026.6 does not (a newer pin may change this fact)."""
+    casablanca = Timeline("Africa/Casablanca")
+    after_2026 = casablanca.first_change(int(datetime(2026, 10, 1, tzinfo=UTC).timestamp()), LAST_INSTANT)
+    assert after_2026 is None
+    assert load("Europe/London") is load("Europe/London")  # read once

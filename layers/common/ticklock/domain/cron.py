@@ -56,6 +56,7 @@ _EPOCH = date(1970, 1, 1).toordinal()
 _WALL_ZERO = datetime(1970, 1, 1)
 LAST_YEAR = 9999
 
+_BLANKS = re.compile(r"[ \t\r\n]+")  # not str.split(): it also splits on \x1c-\x1f
 _ITEM = re.compile(r"(?P<start>\*|[A-Z0-9]+)(?:-(?P<end>[A-Z0-9]+))?(?:/(?P<step>[0-9]+))?")
 
 
@@ -189,7 +190,10 @@ def wall_datetime(wall: int) -> datetime:
 
 def parse(expr: str) -> CronExpr:
     """Parse and check an expression; ``InvalidJob`` says which field is wrong and why."""
-    text = " ".join(expr.split())
+    if not expr.isascii():
+        bad = next(c for c in expr if not c.isascii())
+        raise InvalidJob(f"cron takes ASCII only, not {bad!r} (U+{ord(bad):04X})", field="schedule.expr")
+    text = " ".join(_BLANKS.split(expr.strip(" \t\r\n")))
     if text.startswith("@"):
         if text.lower() not in DESCRIPTORS:
             raise InvalidJob(

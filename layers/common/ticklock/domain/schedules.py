@@ -16,8 +16,9 @@ choices decide, and each fire that a clock change moved is marked (``Fire.change
 
 How: a zone's offsets change at known instants (``domain/zones.py``); between two changes wall time is
 UTC plus a constant, so the next fire is one search of the cron fields; at a change the rule above
-applies. Each step is bounded, so ``next_after`` costs microseconds in any zone and never gives up on a
-valid expression (``bench/schedules.py``); the property tests compare it with a brute-force oracle.
+applies; a match days away is reached in one step. So ``next_after`` costs microseconds in any zone,
+a millisecond or two when a zone's changes are first looked up, and never gives up on an accepted
+expression (``bench/schedules.py``); the property tests compare it with a brute-force oracle.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from importlib import resources
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ticklock.clock import to_ms
-from ticklock.domain import cron
+from ticklock.domain import cron, zones
 from ticklock.domain.zones import FIRST_INSTANT, LAST_INSTANT, timeline
 from ticklock.errors import InvalidJob
 
@@ -41,6 +41,10 @@ MAX_PREVIEW = 1000
 # More than the widest gap between two UTC offsets one zone has used (25 hours: Pacific/Kiritimati went
 # from -10:40 to +14:00), so an instant this far before a wall time cannot show it in any zone.
 MARGIN = 2 * 86400
+# With gap="skip", a search whose next this many matches all fall in spring-forward gaps decides the
+# schedule never fires: such a schedule sits on the change itself (the last Sunday of March at 01:30 in
+# London), and without a bound it would be searched to the year 9999.
+MAX_SKIPPED_GAPS = 10
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,9 @@ class CronSchedule:
         return self.next_after(now)
 
     def next_after(self, after: datetime) -> datetime | None:
-        """The first fire strictly after ``after``, as an aware UTC instant; None only past year 9999."""
+        """The first fire strictly after ``after``, as an aware UTC instant. None when there is none before
+        9999-12-30 (where local times start to leave the calendar), or, with gap="skip", when the next
+        MAX_SKIPPED_GAPS matches all fall in gaps; a job cannot be given such a schedule."""
         found = self._next(_seconds(after))
         return None if found is None else datetime.fromtimestamp(found[0], UTC)
 
@@ -117,6 +123,7 @@ class CronSchedule:
         start = max(after + 1, FIRST_INSTANT)  # fires are whole seconds; the first candidate
         seen = after  # changes after this instant are still to be looked at
         known: tuple[int, int] | None = None  # (low, wall): wall is the first match at or after low
+        skipped = 0  # matches skipped in gaps (gap="skip")
         while start <= LAST_INSTANT:
             offset = line.offset(start)
             if not both:
@@ -147,11 +154,15 @@ class CronSchedule:
                 # changes in between move no fire: go on from there, not change by change.
                 start = seen = candidate - MARGIN
                 continue
-            if change.forward and self.gap == "jump":
+            if change.forward:
                 gap_from, gap_to = change.at + change.before, change.at + change.after
                 missing = wall if change.at > start else parsed.next_wall(gap_from, before=gap_to)
                 if missing is not None and gap_from <= missing < gap_to:
-                    return change.at, missing
+                    if self.gap == "jump":
+                        return change.at, missing
+                    skipped += 1
+                    if skipped > MAX_SKIPPED_GAPS:
+                        return None  # every match lands in a gap (0 30 1 ? 3 0L in London): it never fires
             start = seen = change.at
         return None
 
@@ -162,8 +173,12 @@ def _parse(expr: str) -> cron.CronExpr:
 
 
 def _seconds(moment: datetime) -> int:
-    """An aware instant as whole epoch seconds, rounded down."""
-    return int(moment.timestamp() // 1)
+    """An aware instant as whole epoch seconds, rounded down, in integers (a float's 53 bits lose the
+    microseconds of instants centuries away and would round 11:59:59.999999 up to 12:00)."""
+    return (moment - _EPOCH) // timedelta(seconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _pass(local: datetime, zone: ZoneInfo) -> Literal["overlap-first", "overlap-second"] | None:
@@ -267,18 +282,11 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
     raise InvalidJob(f"unknown schedule kind {kind!r}", field="schedule.kind")
 
 
-@lru_cache(maxsize=1)
-def known_zones() -> frozenset[str]:
-    """The IANA names the pinned ``tzdata`` package lists. Names only a host has (``localtime``,
-    ``posixrules``) are not in it: a job must mean the same instant on every machine."""
-    return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
-
-
 def check_new_timezone(name: str) -> str:
     """A timezone for a new or changed job: an IANA name the pinned ``tzdata`` lists (not a host-only name
     such as ``localtime``). Stored jobs are not re-checked on read, so a job saved before this rule still
     loads, runs and can be changed. Raises ``InvalidJob``."""
-    if name not in known_zones():
+    if name not in zones.known_zones():
         raise InvalidJob(
             f"unknown timezone {name[:64]!r}: use an IANA name such as 'Europe/London'", field="schedule.timezone"
         )
@@ -286,11 +294,10 @@ def check_new_timezone(name: str) -> str:
     return name
 
 
-@lru_cache(maxsize=256)
 def _zone(name: str) -> ZoneInfo:
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+        return zones.load(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a folder's name, or a very long one
         raise InvalidJob(
             f"unknown timezone {name!r}: use an IANA name such as 'Europe/London'", field="schedule.timezone"
         ) from exc

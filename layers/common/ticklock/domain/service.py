@@ -17,7 +17,7 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.jobs import Execution, Job
-from ticklock.domain.schedules import OnceSchedule, Schedule
+from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
 from ticklock.handlers.registry import Registry
 from ticklock.ports import Store
@@ -235,7 +235,10 @@ class JobService:
                 raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
             return job.with_changes(enabled=True, disabled_reason=None)
         # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
-        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=job.schedule.first_after(now))
+        first = job.schedule.first_after(now)
+        if first is None and isinstance(job.schedule, CronSchedule):
+            raise ConflictError(f"cannot resume: {_never_fires(job.schedule)}")
+        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=first)
 
     def _validate(
         self,
@@ -263,7 +266,18 @@ class JobService:
         size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())  # as UTF-8
         if size > self.limits.max_payload_bytes:
             raise InvalidJob(f"is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload")
+        if new_schedule and isinstance(schedule, CronSchedule) and schedule.first_after(now) is None:
+            raise InvalidJob(_never_fires(schedule), field="schedule.expr")
         if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
             raise InvalidJob(
                 f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"
             )
+
+
+def _never_fires(schedule: CronSchedule) -> str:
+    if schedule.gap == "skip":
+        return (
+            f"cron {schedule.expr!r} never fires in {schedule.timezone} with gap=skip: its next matches all "
+            "fall in spring-forward gaps (use gap=jump to run them as the clocks jump)"
+        )
+    return f"cron {schedule.expr!r} has no fire left before the year 10000"

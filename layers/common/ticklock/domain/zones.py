@@ -12,6 +12,11 @@ changes are found here by asking zoneinfo itself, one year at a time, cached:
   never both fall between two samples and none can hide.
   ``tests/unit/test_zones.py`` checks every zone against zoneinfo's own transition table.
 
+Zones are read from the pinned ``tzdata`` package, never from the host's ``/usr/share/zoneinfo``: two
+replicas on machines with different system data would otherwise disagree on when the clocks change.
+(A name only a host has, such as ``localtime``, is refused for new jobs; one stored before that rule
+still loads from the host.)
+
 Instants are whole seconds since the Unix epoch; everything here is a plain ``int``.
 """
 
@@ -21,6 +26,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
+from importlib import resources
 from zoneinfo import ZoneInfo
 
 STEP = 3 * 86400
@@ -54,12 +60,28 @@ class _Year:
     starts: tuple[int, ...]  # the changes' instants, for bisect
 
 
+@lru_cache(maxsize=1)
+def known_zones() -> frozenset[str]:
+    """The IANA names the pinned ``tzdata`` package lists."""
+    return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
+
+
+@lru_cache(maxsize=1024)
+def load(name: str) -> ZoneInfo:
+    """The zone as the pinned ``tzdata`` has it (a host-only name from the host). Raises
+    ``ZoneInfoNotFoundError`` or ``ValueError`` for a name that is no zone."""
+    if name not in known_zones():
+        return ZoneInfo(name)
+    with resources.files("tzdata").joinpath("zoneinfo", *name.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=name)
+
+
 class Timeline:
     """The offsets of one IANA zone over time."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._zone = ZoneInfo(name)
+        self._zone = load(name)
 
     def offset(self, at: int) -> int:
         """The UTC offset in seconds at instant ``at``."""

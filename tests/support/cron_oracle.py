@@ -18,7 +18,7 @@ from __future__ import annotations
 import calendar
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from zoneinfo import ZoneInfo
 
@@ -28,6 +28,7 @@ FIRST = datetime(1, 1, 2, tzinfo=UTC)
 LAST = datetime(9999, 12, 30, tzinfo=UTC)
 
 
+@cache
 def zone_named(name: str) -> ZoneInfo:
     with resources.files("tzdata").joinpath("zoneinfo", *name.split("/")).open("rb") as data:
         return ZoneInfo.from_file(data, key=name)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import ConfigError
 
 SECRET = ("api_token", "email", "vendor_key")  # kept out of logs: tokens, passwords in URLs, keys
-LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
 # seconds of a Lambda runner's timeout kept for decoding, locking, recording and the final write (whose
 # retries through a store outage take up to 15.5 s) around the job's own timeout
 RUNNER_MARGIN = 30.0

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ticklock.handlers.registry import Handler, HandlerContext
+from ticklock.domain.handlers import Handler, HandlerContext
 
 
 class AttemptKind(enum.Enum):

@@ -10,6 +10,8 @@ from typing import Any
 
 from ticklock.domain.schedules import Schedule
 
+LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
+
 
 class Trigger(enum.StrEnum):
     """Why a fire exists: its schedule came due, or someone asked for a run now."""

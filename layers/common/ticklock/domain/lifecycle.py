@@ -26,14 +26,13 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
+from ticklock.domain.handlers import Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Trigger
+from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Trigger
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import next_fire
 from ticklock.errors import LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
-from ticklock.handlers.registry import Handler, HandlerContext, Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
-from ticklock.settings import LOCK_MARGIN
 
 log = logging.getLogger("ticklock.lifecycle")
 DISABLE_TRIES = 5

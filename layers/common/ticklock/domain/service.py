@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from ticklock.clock import Clock
+from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
-from ticklock.handlers.registry import Registry
 from ticklock.ports import Store
 
 MAX_RETRIES = 25

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
 from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import LockUnavailable
 from ticklock.ports import Locker
-from ticklock.settings import LOCK_MARGIN
 
 log = logging.getLogger("ticklock.tick")
 

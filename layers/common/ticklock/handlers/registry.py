@@ -1,116 +1,20 @@
-"""The handler registry: handlers are plug-ins registered by name at boot.
+"""How handlers are found: every ``ticklock.handlers`` entry point, then ``TICKLOCK_HANDLER_MODULES``.
 
-A handler is a callable taking one ``HandlerContext``; it may be a plain function or a coroutine
-function. Raising means failure (and a retry while retries and time remain); returning means success.
+The contract itself (``Handler``, ``HandlerContext``, ``Registry``) lives in the core,
+``ticklock.domain.handlers``; it is re-exported here, where plug-ins have always imported it from.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
-import logging
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
 
-from ticklock.errors import ConfigError, DuplicateHandler
+from ticklock.domain.handlers import Handler, HandlerContext, HandlerFunc, RegisterFunc, Registry
+from ticklock.errors import ConfigError
 
-if TYPE_CHECKING:
-    from ticklock.settings import Settings
+__all__ = ["ENTRY_POINT_GROUP", "Handler", "HandlerContext", "HandlerFunc", "RegisterFunc", "Registry", "register_all"]
 
 ENTRY_POINT_GROUP = "ticklock.handlers"
-
-HandlerFunc = Callable[["HandlerContext"], Any] | Callable[["HandlerContext"], Awaitable[Any]]
-
-
-@dataclass
-class HandlerContext:
-    """What a handler gets: the job, the fire, its deadline and a logger.
-
-    ``cancelled`` is set when the deadline passes or the service shuts down; a sync handler that does
-    long work should check it (or ``remaining()``) and stop. Async handlers are cancelled for real.
-    """
-
-    job_id: str
-    job_name: str
-    payload: Mapping[str, Any]
-    scheduled_at: datetime
-    execution_id: str
-    attempt: int
-    deadline: datetime
-    logger: logging.LoggerAdapter[logging.Logger]
-    now: Callable[[], datetime]
-    cancelled: threading.Event = field(default_factory=threading.Event)
-
-    def remaining(self) -> float:
-        """Seconds left before the deadline (never negative)."""
-        return max(0.0, (self.deadline - self.now()).total_seconds())
-
-
-@dataclass(frozen=True)
-class Handler:
-    """A registered handler."""
-
-    name: str
-    func: HandlerFunc
-    description: str
-    origin: str
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
-
-
-class Registry:
-    """Handlers by name. Registering a name twice raises ``DuplicateHandler``: boot fails fast.
-
-    ``settings`` are the ones the process runs with (environment and flags together); a plug-in that
-    needs configuration reads it from here in its ``register``, never from the environment again.
-    ``None`` (tests, scripts) means: read the environment when first needed.
-    """
-
-    def __init__(self, settings: Settings | None = None) -> None:
-        self._handlers: dict[str, Handler] = {}
-        self.settings = settings
-
-    def register(self, name: str, func: HandlerFunc, *, description: str = "") -> None:
-        origin = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
-        if not name or not isinstance(name, str):
-            raise ConfigError(f"a handler name must be a non-empty string, got {name!r} from {origin}")
-        if name in self._handlers:
-            raise DuplicateHandler(name, self._handlers[name].origin, origin)
-        doc = description or (inspect.getdoc(func) or "").split("\n", 1)[0]
-        self._handlers[name] = Handler(name, func, doc, origin)
-
-    def handler(self, name: str, *, description: str = "") -> Callable[[HandlerFunc], HandlerFunc]:
-        """Decorator form of ``register``."""
-
-        def decorate(func: HandlerFunc) -> HandlerFunc:
-            self.register(name, func, description=description)
-            return func
-
-        return decorate
-
-    def get(self, name: str) -> Handler | None:
-        return self._handlers.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._handlers)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._handlers
-
-    def __iter__(self) -> Iterator[Handler]:
-        return iter(sorted(self._handlers.values(), key=lambda h: h.name))
-
-    def __len__(self) -> int:
-        return len(self._handlers)
-
-
-RegisterFunc = Callable[[Registry], None]
 
 
 def register_all(registry: Registry, *, modules: tuple[str, ...] = ()) -> Registry:

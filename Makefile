@@ -1,8 +1,8 @@
 # The two commands a new user needs:
 #   make serve   set up a virtual environment and run `ticklock serve` on the embedded SQLite store
 #   make test    set up the same environment, install the test servers (Redis, FerretDB, Pushgateway),
-#                and run the whole suite: ruff, mypy, cfn-lint + `sam build`, pytest (the tests start
-#                and stop the servers)
+#                and run the whole suite: ruff, lint-imports (the layering), mypy, cfn-lint + `sam build`,
+#                pytest (the tests start and stop the servers)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -21,6 +21,7 @@ serve: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -386,3 +386,19 @@ def test_the_scanner_emails_through_a_real_smtp_server_and_keeps_what_failed(
     assert again.emails_failed == 1 and again.notifications == 0
     assert {n.id: n.email_attempts for n in store.notifications()}["a2:r:new"] == 2
     store.close()
+
+
+def test_one_error_and_one_factory_for_every_sender() -> None:
+    """The engine's EmailSender port: both adapters raise EmailUnavailable (the old names are aliases),
+    and adapters.email.sender_from picks the adapter TICKLOCK_EMAIL names."""
+    from types import SimpleNamespace
+
+    from ticklock.adapters.email import sender_from
+    from ticklock.errors import EmailUnavailable
+
+    assert SMTPSendError is EmailUnavailable and SESSendError is EmailUnavailable
+    assert sender_from(SimpleNamespace(email="", email_from="a@example.com")) is None
+    smtp = sender_from(SimpleNamespace(email="smtp://127.0.0.1:2525", email_from="a@example.com"))
+    assert isinstance(smtp, SMTPSender)
+    with pytest.raises(ValueError, match="the scheme must be smtp:// or smtps://"):
+        sender_from(SimpleNamespace(email="ftp://x", email_from="a@example.com"))

@@ -87,3 +87,7 @@ class QueueUnavailable(TicklockError):
     def __init__(self, message: str, fires: Sequence[Fire]) -> None:
         super().__init__(message)
         self.fires = list(fires)
+
+
+class EmailUnavailable(TicklockError):
+    """An ``EmailSender`` could not hand the email over (the server refused it, or did not answer)."""

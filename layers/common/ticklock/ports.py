@@ -214,3 +214,14 @@ class FireQueue(Protocol):
     def drain_unstarted(self) -> Sequence[Fire]:
         """Stop accepting work and return the fires that were queued but not started."""
         ...
+
+
+class EmailSender(Protocol):
+    """Sends an email: the engine's notifier, for plug-ins (the alert scanner) and the engine alike.
+    Adapters: ``adapters/email/smtp.py`` (an SMTP URL) and ``adapters/email/ses.py`` (Amazon SES v2),
+    chosen by ``TICKLOCK_EMAIL`` through ``adapters.email.sender_from``."""
+
+    async def send(self, to: str, subject: str, body: str) -> None:
+        """Send one plain-text email; raise ``EmailUnavailable`` when it was not taken (the caller keeps
+        it to try again)."""
+        ...

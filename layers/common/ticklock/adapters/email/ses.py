@@ -23,11 +23,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ticklock.errors import TicklockError
+from ticklock.errors import EmailUnavailable
 
-
-class SESSendError(TicklockError):
-    """Amazon SES did not take the email."""
+SESSendError = EmailUnavailable  # its former name, kept for one release
 
 
 def ses_client(endpoint_url: str | None = None) -> Any:

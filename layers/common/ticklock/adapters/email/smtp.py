@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import aiosmtplib
 
-from ticklock.errors import TicklockError
+from ticklock.errors import EmailUnavailable
 
 TLSMode = Literal["auto", "required", "off", "implicit"]
 DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
@@ -35,8 +35,7 @@ _STARTTLS: dict[str, TLSMode] = {"auto": "auto", "required": "required", "off": 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-class SMTPSendError(TicklockError):
-    """The SMTP server did not take the email."""
+SMTPSendError = EmailUnavailable  # its former name, kept for one release
 
 
 class SMTPSender:

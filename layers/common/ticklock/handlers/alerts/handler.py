@@ -33,19 +33,10 @@ _deps_mutex = threading.Lock()
 
 def build_deps(settings: Settings) -> ScannerDeps:
     """The scanner's adapters, chosen by the settings."""
+    from ticklock.adapters.email import sender_from
     from ticklock.adapters.product import open_product_store
 
-    store = open_product_store(settings.product_store_url)
-    email: EmailSender | None = None
-    if settings.email == "ses":
-        from ticklock.adapters.email.ses import SESSender
-
-        email = SESSender(settings.email_from)
-    elif settings.email:
-        from ticklock.adapters.email.smtp import SMTPSender
-
-        email = SMTPSender.from_url(settings.email, settings.email_from)
-    return ScannerDeps(store, email)
+    return ScannerDeps(open_product_store(settings.product_store_url), sender_from(settings))
 
 
 def deps(settings: Settings | None = None) -> ScannerDeps:

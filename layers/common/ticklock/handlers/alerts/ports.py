@@ -11,6 +11,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ticklock.handlers.alerts.documents import Alert, AlertUpdate, Notification
+from ticklock.ports import EmailSender
+
+__all__ = ["AlertStore", "EmailSender"]  # the sender is the engine's port, named here for the scanner
 
 
 class AlertStore(Protocol):
@@ -39,10 +42,4 @@ class AlertStore(Protocol):
 
     def finish_email(self, note_id: str, *, sent: bool, error: str | None, now: datetime, give_up: bool) -> None:
         """Record a send: ``sent``, or back to ``pending`` with the error (``failed`` when ``give_up``)."""
-        ...
-
-
-class EmailSender(Protocol):
-    async def send(self, to: str, subject: str, body: str) -> None:
-        """Send one email; raise on failure (the notification stays pending and is retried next run)."""
         ...

@@ -1,0 +1,58 @@
+"""Executions: read them and prune the old ones."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from ticklock.adapters.store.sqlite.connection import Connection
+from ticklock.adapters.store.sqlite.rows import execution_from_row, us
+from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
+from ticklock.domain.jobs import Execution
+from ticklock.errors import JobNotFound
+
+
+class Executions(Connection):
+    def get_execution(self, execution_id: str) -> Execution:
+        row = self._read(
+            lambda c: c.execute(f"SELECT {EXEC_COLUMNS} FROM executions WHERE id = ?", (execution_id,)).fetchone()
+        )
+        if row is None:
+            raise JobNotFound(execution_id)
+        return execution_from_row(row)
+
+    def list_executions(self, job_id: str, *, limit: int = 50, before: str | None = None) -> list[Execution]:
+        def query(conn: sqlite3.Connection) -> list[Any]:
+            if before is None:
+                return conn.execute(
+                    f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? "
+                    "ORDER BY scheduled_at DESC, id DESC LIMIT ?",
+                    (job_id, limit),
+                ).fetchall()
+            anchor = conn.execute(
+                "SELECT scheduled_at, id FROM executions WHERE id = ? AND job_id = ?", (before, job_id)
+            ).fetchone()
+            if anchor is None:
+                return []
+            return conn.execute(
+                f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND (scheduled_at < ? OR "
+                "(scheduled_at = ? AND id < ?)) ORDER BY scheduled_at DESC, id DESC LIMIT ?",
+                (job_id, anchor[0], anchor[0], anchor[1], limit),
+            ).fetchall()
+
+        return [execution_from_row(r) for r in self._read(query)]
+
+    def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
+        final = "status NOT IN ('running', 'interrupted')"
+        with self._tx() as conn:
+            gone = conn.execute(f"DELETE FROM executions WHERE {final} AND finished_at < ?", (us(older_than),)).rowcount
+            gone += conn.execute(
+                f"""DELETE FROM executions WHERE id IN (
+                        SELECT id FROM (
+                            SELECT id, ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY scheduled_at DESC) AS n
+                            FROM executions WHERE {final})
+                        WHERE n > ?)""",
+                (keep_per_job,),
+            ).rowcount
+        return int(gone)

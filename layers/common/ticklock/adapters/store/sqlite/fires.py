@@ -1,0 +1,123 @@
+"""Fires: claim the due jobs, start, take over and finish their executions, advance the jobs."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import datetime, timedelta
+
+from ticklock.adapters.store.sqlite.connection import Connection
+from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
+from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, JOB_COLUMNS
+from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.ports import Started
+
+
+class Fires(Connection):
+    def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
+        token = uuid.uuid4().hex
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"""UPDATE jobs SET lease_token = ?, lease_owner = ?,
+                        lease_until = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?,
+                        due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
+                    WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
+                    RETURNING {JOB_COLUMNS}""",
+                (token, owner, us(horizon), us_delta(slack), us(horizon), us_delta(slack), us(horizon), limit),
+            ).fetchall()
+        jobs = [job_from_row(r) for r in rows]
+        jobs.sort(key=lambda j: (j.pending_at(), j.id))
+        return jobs
+
+    def release(self, job_id: str, lease_token: str) -> None:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (job_id, lease_token)
+            ).fetchone()
+            if row is None:
+                return
+            job = job_from_row(row).with_changes(lease=None)
+            conn.execute(
+                "UPDATE jobs SET lease_token=NULL, lease_owner=NULL, lease_until=NULL, due_at=? WHERE id=?",
+                (us(job.due_at(utc_now())), job_id),
+            )
+
+    def advance(self, fire: Fire, *, next_run_at: datetime | None, now: datetime) -> bool:
+        with self._tx() as conn:
+            return _advance(conn, fire, next_run_at, now)
+
+    def start_execution(self, execution: Execution) -> Started:
+        with self._tx() as conn:
+            inserted = conn.execute(
+                f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({', '.join('?' * 16)}) "
+                "ON CONFLICT(fire_key) DO NOTHING",
+                execution_row(execution),
+            ).rowcount
+            if inserted:
+                return Started(execution, created=True)
+            row = conn.execute(
+                f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?", (execution.fire_key,)
+            ).fetchone()
+        return Started(execution_from_row(row), created=False)
+
+    def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
+        with self._tx() as conn:
+            changed = conn.execute(
+                "UPDATE executions SET run_token=?, owner=?, status=?, started_at=?, deadline_at=?, resumes=?, "
+                "finished_at=NULL, duration=NULL WHERE id=? AND run_token=?",
+                (
+                    execution.run_token,
+                    execution.owner,
+                    execution.status.value,
+                    us(execution.started_at),
+                    us(execution.deadline_at),
+                    execution.resumes,
+                    execution.id,
+                    previous_token,
+                ),
+            ).rowcount
+        return bool(changed)
+
+    def finish_execution(self, execution: Execution) -> bool:
+        with self._tx() as conn:
+            return _finish(conn, execution)
+
+    def complete(
+        self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
+    ) -> tuple[bool, bool]:
+        with self._tx() as conn:
+            if not _finish(conn, execution):
+                return False, False
+            return True, _advance(conn, fire, next_run_at, now)
+
+
+def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:
+    changed = conn.execute(
+        "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
+        "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')",
+        (
+            execution.status.value,
+            execution.attempts,
+            us(execution.finished_at),
+            execution.duration,
+            execution.error,
+            execution.id,
+            execution.run_token,
+        ),
+    ).rowcount
+    return bool(changed)
+
+
+def _advance(conn: sqlite3.Connection, fire: Fire, next_run_at: datetime | None, now: datetime) -> bool:
+    row = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (fire.job.id, fire.lease_token)
+    ).fetchone()
+    if row is None:
+        return False
+    job = job_from_row(row).advanced(fire, next_run_at)
+    conn.execute(
+        "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, due_at=?, lease_token=NULL, "
+        "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",
+        (us(job.next_run_at), int(job.enabled), us(job.trigger_at), us(job.due_at(now)), job.id),
+    )
+    return True

@@ -1,0 +1,108 @@
+"""Jobs: add, read, list, change and delete them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ticklock.adapters.store.sqlite.connection import Connection
+from ticklock.adapters.store.sqlite.rows import job_from_row, job_row, us
+from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
+from ticklock.domain.jobs import Job
+from ticklock.domain.schedules import schedule_to_dict
+from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
+
+
+class Jobs(Connection):
+    def add_job(self, job: Job) -> Job:
+        now = job.created_at
+        try:
+            with self._tx() as conn:
+                conn.execute(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", job_row(job, now))
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateJobName(job.name) from exc
+        return job
+
+    def add_jobs(self, jobs: list[Job]) -> None:
+        """Insert many new jobs in one transaction (seeding, benchmarks). Raises ``DuplicateJobName``."""
+        try:
+            with self._tx() as conn:
+                conn.executemany(
+                    f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})",
+                    [job_row(job, job.created_at) for job in jobs],
+                )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateJobName("(one of the batch)") from exc
+
+    def get_job(self, job_id: str) -> Job:
+        row = self._read(lambda c: c.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone())
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    def find_job_by_name(self, name: str) -> Job | None:
+        row = self._read(lambda c: c.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE name = ?", (name,)).fetchone())
+        return None if row is None else job_from_row(row)
+
+    def list_jobs(
+        self, *, handler: str | None = None, enabled: bool | None = None, limit: int = 50, after: str | None = None
+    ) -> list[Job]:
+        clauses: list[str] = ["1=1"]
+        args: list[Any] = []
+        if handler is not None:
+            clauses.append("handler = ?")
+            args.append(handler)
+        if enabled is not None:
+            clauses.append("enabled = ?")
+            args.append(int(enabled))
+        if after is not None:
+            clauses.append("id > ?")
+            args.append(after)
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?"
+        rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
+        return [job_from_row(r) for r in rows]
+
+    def update_job(self, job: Job, *, expected_version: int) -> Job:
+        try:
+            with self._tx() as conn:
+                row = conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job.id,)).fetchone()
+                if row is None:
+                    raise JobNotFound(job.id)
+                current = job_from_row(row)
+                if current.version != expected_version:
+                    raise StaleVersion(
+                        f"job {job.id} changed meanwhile (version {current.version}, "
+                        f"expected {expected_version}); fetch it and try again"
+                    )
+                stored = job.with_changes(version=expected_version + 1, lease=current.lease)
+                conn.execute(
+                    "UPDATE jobs SET name=?, handler=?, schedule=?, payload=?, timeout=?, max_retries=?, "
+                    "enabled=?, next_run_at=?, trigger_at=?, due_at=?, version=?, updated_at=?, disabled_reason=? "
+                    "WHERE id=?",
+                    (
+                        stored.name,
+                        stored.handler,
+                        json.dumps(schedule_to_dict(stored.schedule)),
+                        json.dumps(stored.payload),
+                        stored.timeout,
+                        stored.max_retries,
+                        int(stored.enabled),
+                        us(stored.next_run_at),
+                        us(stored.trigger_at),
+                        us(stored.due_at(stored.updated_at)),
+                        stored.version,
+                        us(stored.updated_at),
+                        stored.disabled_reason,
+                        stored.id,
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateJobName(job.name) from exc
+        return stored
+
+    def delete_job(self, job_id: str) -> None:
+        with self._tx() as conn:
+            if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
+                raise JobNotFound(job_id)
+            conn.execute("DELETE FROM executions WHERE job_id = ?", (job_id,))

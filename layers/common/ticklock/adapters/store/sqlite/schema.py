@@ -1,0 +1,60 @@
+"""The SQLite file's tables and indexes, and its schema version."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 2  # 2: jobs.disabled_reason
+SCHEMA = [
+    """
+    CREATE TABLE IF NOT EXISTS jobs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        handler TEXT NOT NULL,
+        schedule TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        timeout REAL NOT NULL,
+        max_retries INTEGER NOT NULL,
+        enabled INTEGER NOT NULL,
+        next_run_at INTEGER,
+        trigger_at INTEGER,
+        due_at INTEGER,
+        lease_token TEXT,
+        lease_owner TEXT,
+        lease_until INTEGER,
+        version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        disabled_reason TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
+    """
+    CREATE TABLE IF NOT EXISTS executions (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        fire_key TEXT NOT NULL UNIQUE,
+        handler TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        scheduled_at INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        deadline_at INTEGER NOT NULL,
+        run_token TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        resumes INTEGER NOT NULL,
+        finished_at INTEGER,
+        duration REAL,
+        error TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
+    "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
+]
+JOB_COLUMNS = (
+    "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
+    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason"
+)
+JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
+EXEC_COLUMNS = (
+    "id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at, run_token, "
+    "owner, status, attempts, resumes, finished_at, duration, error"
+)

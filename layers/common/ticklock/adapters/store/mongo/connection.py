@@ -1,0 +1,72 @@
+"""The MongoDB store's client, collections, indexes and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from pymongo import ASCENDING, DESCENDING, MongoClient
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from ticklock.adapters.store.mongo.client import Doc, T, shared_client
+from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
+from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
+
+CLAIM_MARKS_KEPT = timedelta(minutes=5)
+
+
+class Connection:
+    """The client, the collections and their indexes, the error mapping; every part of the store builds on it."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        database: str | None = None,
+        client: MongoClient[Doc] | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        self.uri = uri
+        self._client = client or shared_client(uri)
+        self._owns_client = owns_client
+        name = database or urlsplit(uri).path.lstrip("/").split("?")[0] or "ticklock"
+        db = self._client[name]
+        self.jobs: Collection[Doc] = db["jobs"]
+        self.executions: Collection[Doc] = db["executions"]
+        self.claims: Collection[Doc] = db["claims"]
+        self._advances = GroupCommit(self._advance_many)
+        self._call(self._ensure_indexes)
+
+    def _ensure_indexes(self) -> None:
+        # create_index is idempotent: every process may run it at start
+        self.jobs.create_index([("name", ASCENDING)], unique=True, name="name_unique")
+        self.jobs.create_index([("due_at", ASCENDING)], name="due")
+        self.jobs.create_index([("lease_token", ASCENDING)], name="lease")
+        self.jobs.create_index([("handler", ASCENDING), ("_id", ASCENDING)], name="handler")
+        self.executions.create_index([("fire_key", ASCENDING)], unique=True, name="fire_unique")
+        self.executions.create_index(
+            [("job_id", ASCENDING), ("scheduled_at", DESCENDING), ("_id", DESCENDING)], name="by_job"
+        )
+        self.executions.create_index([("finished_at", ASCENDING)], name="finished")
+        self.claims.create_index([("at", ASCENDING)], name="at")
+
+    def _call(self, func: Callable[[], T]) -> T:
+        try:
+            return func()
+        except (DuplicateKeyError, JobNotFound, StaleVersion, DuplicateJobName):
+            raise
+        except PyMongoError as exc:
+            raise StoreUnavailable(f"MongoDB: {exc}") from exc
+
+    def ping(self) -> None:
+        self._call(lambda: self._client.admin.command("ping"))
+
+    def close(self) -> None:
+        """Close the client if this store was given its own; the shared one lives as long as the process."""
+        if self._owns_client:
+            self._client.close()
+
+    def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
+        raise NotImplementedError  # fires.py writes the group commits

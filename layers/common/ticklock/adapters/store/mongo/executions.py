@@ -1,0 +1,75 @@
+"""Executions: read them and prune the old ones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pymongo import DESCENDING
+
+from ticklock.adapters.store.mongo.client import Doc
+from ticklock.adapters.store.mongo.connection import CLAIM_MARKS_KEPT, Connection
+from ticklock.adapters.store.mongo.documents import (
+    LIVE,
+    execution_from_doc,
+    ms,
+)
+from ticklock.domain.jobs import Execution
+from ticklock.errors import JobNotFound
+
+
+class Executions(Connection):
+    def get_execution(self, execution_id: str) -> Execution:
+        doc = self._call(lambda: self.executions.find_one({"_id": execution_id}))
+        if doc is None:
+            raise JobNotFound(execution_id)
+        return execution_from_doc(doc)
+
+    def list_executions(self, job_id: str, *, limit: int = 50, before: str | None = None) -> list[Execution]:
+        order = [("scheduled_at", DESCENDING), ("_id", DESCENDING)]
+
+        def query() -> list[Doc]:
+            if before is None:
+                return list(self.executions.find({"job_id": job_id}).sort(order).limit(limit))
+            anchor = self.executions.find_one({"_id": before, "job_id": job_id})
+            if anchor is None:
+                return []
+            at = anchor["scheduled_at"]
+            return list(
+                self.executions.find(
+                    {
+                        "job_id": job_id,
+                        "$or": [{"scheduled_at": {"$lt": at}}, {"scheduled_at": at, "_id": {"$lt": before}}],
+                    }
+                )
+                .sort(order)
+                .limit(limit)
+            )
+
+        return [execution_from_doc(d) for d in self._call(query)]
+
+    def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
+        final: Doc = {"status": {"$nin": LIVE}}
+
+        def prune() -> int:
+            # a claim mark matters only between its insert and the lease write that moves seq on
+            self.claims.delete_many({"at": {"$lt": ms(datetime.now(UTC) - CLAIM_MARKS_KEPT)}})
+            gone = self.executions.delete_many({**final, "finished_at": {"$lt": older_than}}).deleted_count
+            crowded = self.executions.aggregate(
+                [
+                    {"$match": final},
+                    {"$group": {"_id": "$job_id", "n": {"$sum": 1}}},
+                    {"$match": {"n": {"$gt": keep_per_job}}},
+                ]
+            )
+            for group in crowded:
+                keep = list(
+                    self.executions.find({**final, "job_id": group["_id"]}, {"_id": 1})
+                    .sort([("scheduled_at", DESCENDING), ("_id", DESCENDING)])
+                    .limit(keep_per_job)
+                )
+                gone += self.executions.delete_many(
+                    {**final, "job_id": group["_id"], "_id": {"$nin": [d["_id"] for d in keep]}}
+                ).deleted_count
+            return int(gone)
+
+        return self._call(prune)

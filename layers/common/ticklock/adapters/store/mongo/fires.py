@@ -1,0 +1,232 @@
+"""Fires: claim the due jobs (with claim marks), start, take over and finish executions, advance the jobs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from pymongo import ASCENDING, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
+
+from ticklock.adapters.store.mongo.client import Doc
+from ticklock.adapters.store.mongo.connection import Connection
+from ticklock.adapters.store.mongo.documents import (
+    LIVE,
+    execution_doc,
+    execution_from_doc,
+    fast_advance,
+    job_from_doc,
+    ms,
+    ms_or_none,
+)
+from ticklock.adapters.store.mongo.group_commit import PendingAdvance
+from ticklock.domain.jobs import Execution, Fire, Job, Trigger
+from ticklock.ports import Started
+
+
+class Fires(Connection):
+    def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
+        token = uuid.uuid4().hex
+
+        def claim() -> list[Job]:
+            candidates = list(self.jobs.find({"due_at": {"$lte": horizon}}).sort("due_at", ASCENDING).limit(limit))
+            if not candidates:
+                return []
+            # The unique insert decides: one claimer per (job, seq), atomically on MongoDB and on FerretDB alike.
+            marks = [
+                {"_id": f"{d['_id']}:{d.get('seq', 0)}", "token": token, "owner": owner, "at": ms(now)}
+                for d in candidates
+            ]
+            lost: set[int] = set()
+            try:
+                self.claims.insert_many(marks, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                if any(e.get("code") != 11000 for e in errors):
+                    raise
+                lost = {e["index"] for e in errors}
+            won = [d for i, d in enumerate(candidates) if i not in lost]
+            # one update per distinct timeout (the lease length): FerretDB 1.24 on PostgreSQL stalls on an
+            # update command carrying ~50 statements, and one update_many is fewer round trips anyway
+            by_timeout: dict[float, list[Doc]] = {}
+            for doc in won:
+                by_timeout.setdefault(doc["timeout"], []).append(doc)
+            try:
+                self._lease(by_timeout, token, owner, horizon, slack)
+            except PyMongoError:
+                # without their leases the marks would block these job states for good: take them back
+                self.claims.delete_many({"token": token})
+                raise
+            return [job_from_doc(d) for d in won]
+
+        jobs = self._call(claim)
+        jobs.sort(key=lambda j: (j.pending_at(), j.id))
+        return jobs
+
+    def _lease(
+        self, by_timeout: dict[float, list[Doc]], token: str, owner: str, horizon: datetime, slack: timedelta
+    ) -> None:
+        for timeout, docs in by_timeout.items():
+            until = ms(horizon + timedelta(seconds=timeout) + slack)
+            self.jobs.update_many(
+                {"_id": {"$in": [d["_id"] for d in docs]}},
+                {
+                    "$set": {"lease_token": token, "lease_owner": owner, "lease_until": until, "due_at": until},
+                    "$inc": {"seq": 1},
+                },
+            )
+            for doc in docs:
+                doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
+
+    def release(self, job_id: str, lease_token: str) -> None:
+        def release() -> None:
+            for _ in range(5):  # an edit between our read and our write moves seq: read again
+                doc = self.jobs.find_one({"_id": job_id, "lease_token": lease_token})
+                if doc is None or release_read(doc):
+                    return
+
+        def release_read(doc: Doc) -> bool:
+            job = job_from_doc(doc).with_changes(lease=None)
+            return (
+                self.jobs.update_one(
+                    {"_id": job_id, "lease_token": lease_token, "seq": doc.get("seq", 0)},
+                    {
+                        "$set": {
+                            "lease_token": None,
+                            "lease_owner": None,
+                            "lease_until": None,
+                            "due_at": ms_or_none(job.due_at(job.updated_at)),
+                        },
+                        "$inc": {"seq": 1},
+                    },
+                ).modified_count
+                == 1
+            )
+
+        self._call(release)
+
+    def advance(self, fire: Fire, *, next_run_at: datetime | None, now: datetime) -> bool:
+        cleared = {"lease_token": None, "lease_owner": None, "lease_until": None}
+
+        def fast() -> bool:
+            # the common case in one command: a scheduled fire, no edit and no trigger since the claim
+            if fire.trigger is not Trigger.SCHEDULE:
+                return False
+            return self.jobs.update_one(*fast_advance(fire, next_run_at)).modified_count == 1
+
+        def slow() -> bool | None:
+            """None when the lease is gone; False when an edit slipped between the read and the write."""
+            doc = self.jobs.find_one({"_id": fire.job.id, "lease_token": fire.lease_token})
+            if doc is None:
+                return None
+            job = job_from_doc(doc).advanced(fire, next_run_at)
+            result = self.jobs.update_one(
+                {"_id": job.id, "lease_token": fire.lease_token, "version": doc["version"]},
+                {
+                    "$set": {
+                        **cleared,
+                        "next_run_at": ms_or_none(job.next_run_at),
+                        "enabled": job.enabled,
+                        "trigger_at": ms_or_none(job.trigger_at),
+                        "due_at": ms_or_none(job.due_at(now)),
+                    },
+                    "$inc": {"version": 1, "seq": 1},
+                },
+            )
+            return result.modified_count == 1
+
+        def advance() -> bool:
+            if fast():
+                return True
+            for _ in range(5):  # an edit may land between our read and our write: read again
+                done = slow()
+                if done is not False:
+                    return bool(done)
+            return False
+
+        return self._call(advance)
+
+    def start_execution(self, execution: Execution) -> Started:
+        def start() -> Started:
+            try:
+                self.executions.insert_one(execution_doc(execution))
+            except DuplicateKeyError:
+                doc = self.executions.find_one({"fire_key": execution.fire_key})
+                if doc is None:  # the fire key index answered but the row is gone (deleted job): retry once
+                    self.executions.insert_one(execution_doc(execution))
+                    return Started(execution_from_doc(execution_doc(execution)), created=True)
+                return Started(execution_from_doc(doc), created=False)
+            return Started(execution_from_doc(execution_doc(execution)), created=True)
+
+        return self._call(start)
+
+    def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
+        result = self._call(
+            lambda: self.executions.update_one(
+                {"_id": execution.id, "run_token": previous_token},
+                {
+                    "$set": {
+                        "run_token": execution.run_token,
+                        "owner": execution.owner,
+                        "status": execution.status.value,
+                        "started_at": ms(execution.started_at),
+                        "deadline_at": ms(execution.deadline_at),
+                        "resumes": execution.resumes,
+                        "finished_at": None,
+                        "duration": None,
+                    }
+                },
+            )
+        )
+        return result.modified_count == 1
+
+    def finish_execution(self, execution: Execution) -> bool:
+        result = self._call(
+            lambda: self.executions.update_one(
+                {"_id": execution.id, "run_token": execution.run_token, "status": {"$in": LIVE}},
+                {
+                    "$set": {
+                        "status": execution.status.value,
+                        "attempts": execution.attempts,
+                        "finished_at": ms_or_none(execution.finished_at),
+                        "duration": execution.duration,
+                        "error": execution.error,
+                    }
+                },
+            )
+        )
+        return result.modified_count == 1
+
+    def complete(
+        self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
+    ) -> tuple[bool, bool]:
+        # two documents in two collections (no multi-document transaction on FerretDB): the finish is
+        # one command; the advance joins the others waiting at that moment in one bulkWrite
+        if not self.finish_execution(execution):
+            return False, False
+        if fire.trigger is not Trigger.SCHEDULE:
+            return True, self.advance(fire, next_run_at=next_run_at, now=now)
+        return True, self._advances.submit(PendingAdvance(fire, next_run_at, now))
+
+    def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
+        """One bulkWrite of fast-path advances; items it could not apply go through ``advance`` one by one."""
+        result = self._call(
+            lambda: self.jobs.bulk_write(
+                [UpdateOne(*fast_advance(p.fire, p.next_run_at)) for p in batch], ordered=False
+            )
+        )
+        if result.modified_count == len(batch):
+            return [True] * len(batch)
+        # some met an edit, a trigger or a lost lease: those still holding our lease take the slow path
+        held = {
+            (d["_id"], d["lease_token"])
+            for d in self._call(
+                lambda: self.jobs.find({"_id": {"$in": [p.fire.job.id for p in batch]}}, {"_id": 1, "lease_token": 1})
+            )
+        }
+        return [
+            self.advance(p.fire, next_run_at=p.next_run_at, now=p.now)
+            if (p.fire.job.id, p.fire.lease_token) in held
+            else True
+            for p in batch
+        ]

@@ -1,0 +1,96 @@
+"""Jobs: add, read, list, change and delete them."""
+
+from __future__ import annotations
+
+from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
+
+from ticklock.adapters.store.mongo.client import Doc
+from ticklock.adapters.store.mongo.connection import Connection
+from ticklock.adapters.store.mongo.documents import (
+    definition_doc,
+    job_doc,
+    job_from_doc,
+    ms_or_none,
+)
+from ticklock.domain.jobs import Job
+from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
+
+
+class Jobs(Connection):
+    def add_job(self, job: Job) -> Job:
+        try:
+            self._call(lambda: self.jobs.insert_one(job_doc(job, job.created_at)))
+        except DuplicateKeyError as exc:
+            raise DuplicateJobName(job.name) from exc
+        return job
+
+    def add_jobs(self, jobs: list[Job]) -> None:
+        """Insert many new jobs in one command (seeding, benchmarks)."""
+        try:
+            self._call(lambda: self.jobs.insert_many([job_doc(j, j.created_at) for j in jobs], ordered=True))
+        except DuplicateKeyError as exc:
+            raise DuplicateJobName("(one of the batch)") from exc
+
+    def get_job(self, job_id: str) -> Job:
+        doc = self._call(lambda: self.jobs.find_one({"_id": job_id}))
+        if doc is None:
+            raise JobNotFound(job_id)
+        return job_from_doc(doc)
+
+    def find_job_by_name(self, name: str) -> Job | None:
+        doc = self._call(lambda: self.jobs.find_one({"name": name}))
+        return None if doc is None else job_from_doc(doc)
+
+    def list_jobs(
+        self, *, handler: str | None = None, enabled: bool | None = None, limit: int = 50, after: str | None = None
+    ) -> list[Job]:
+        query: Doc = {}
+        if handler is not None:
+            query["handler"] = handler
+        if enabled is not None:
+            query["enabled"] = enabled
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        docs = self._call(lambda: list(self.jobs.find(query).sort("_id", ASCENDING).limit(limit)))
+        return [job_from_doc(d) for d in docs]
+
+    def update_job(self, job: Job, *, expected_version: int) -> Job:
+        def write() -> Job:
+            current = self.jobs.find_one({"_id": job.id})
+            if current is None:
+                raise JobNotFound(job.id)
+            stored = job.with_changes(version=expected_version + 1, lease=job_from_doc(current).lease)
+            fields = definition_doc(stored)
+            fields["due_at"] = ms_or_none(stored.due_at(stored.updated_at))
+            # seq too: a claim between our read and this write moves seq, not version, and its lease must
+            # not be overwritten with a stale due_at
+            result = self.jobs.update_one(
+                {"_id": job.id, "version": expected_version, "seq": current.get("seq", 0)},
+                {"$set": fields, "$inc": {"seq": 1}},
+            )
+            if result.matched_count == 0:
+                raise StaleVersion(
+                    f"job {job.id} changed meanwhile (expected version {expected_version}); fetch it and try again"
+                )
+            return stored
+
+        try:
+            return self._call(write)
+        except DuplicateKeyError as exc:
+            raise DuplicateJobName(job.name) from exc
+        except StoreUnavailable as exc:
+            # FerretDB 1.24 reports a unique-index violation on update as InternalError (code 1), not 11000,
+            # with its backend's own words (SQLite's or PostgreSQL's)
+            text = str(exc)
+            if "name_unique" in text and ("UNIQUE constraint failed" in text or "SQLSTATE 23505" in text):
+                raise DuplicateJobName(job.name) from exc
+            raise
+
+    def delete_job(self, job_id: str) -> None:
+        def delete() -> None:
+            if self.jobs.delete_one({"_id": job_id}).deleted_count == 0:
+                raise JobNotFound(job_id)
+            self.executions.delete_many({"job_id": job_id})
+
+        self._call(delete)

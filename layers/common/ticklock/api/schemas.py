@@ -7,7 +7,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+)
 
 from ticklock.domain.jobs import Execution, Job
 from ticklock.domain.schedules import (
@@ -221,23 +231,27 @@ class JobOut(BaseModel):
         }
 
 
+def _instant_text(value: str) -> str:
+    parse_instant(value)  # raises with the reason
+    return value
+
+
+After = Annotated[
+    Annotated[str, AfterValidator(_instant_text)] | None,
+    Field(
+        max_length=64,
+        description="list the fires after this instant (RFC 3339 with an offset; in a query, + as %2B); "
+        "now if left out",
+        json_schema_extra={"format": "date-time"},
+    ),
+]
+
+
 class PreviewRequest(BaseModel):
     model_config = _STRICT
     schedule: ScheduleIn
     count: WholeNumber = Field(10, ge=1, le=MAX_PREVIEW, description="how many fires to list")
-    after: str | None = Field(
-        None,
-        max_length=64,
-        description="list the fires after this instant (RFC 3339 with an offset); now if left out",
-        json_schema_extra={"format": "date-time"},
-    )
-
-    @field_validator("after")
-    @classmethod
-    def _after(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_instant(value)
-        return value
+    after: After = None
 
 
 class ChangeOut(BaseModel):
@@ -362,19 +376,7 @@ class ListJobsQuery(BaseModel):
 class UpcomingQuery(BaseModel):
     model_config = _STRICT
     count: int = Field(10, ge=1, le=MAX_PREVIEW, description="how many fires to list")
-    after: str | None = Field(
-        None,
-        max_length=64,
-        description="list the fires after this instant (RFC 3339 with an offset; encode + as %2B); now if left out",
-        json_schema_extra={"format": "date-time"},
-    )
-
-    @field_validator("after")
-    @classmethod
-    def _after(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_instant(value)
-        return value
+    after: After = None
 
 
 class ExecutionsQuery(BaseModel):

@@ -11,7 +11,6 @@ from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from ticklock.adapters.store.mongo.client import Doc, T, shared_client
-from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 
 CLAIM_MARKS_KEPT = timedelta(minutes=5)
@@ -36,7 +35,6 @@ class Connection:
         self.jobs: Collection[Doc] = db["jobs"]
         self.executions: Collection[Doc] = db["executions"]
         self.claims: Collection[Doc] = db["claims"]
-        self._advances = GroupCommit(self._advance_many)
         self._call(self._ensure_indexes)
 
     def _ensure_indexes(self) -> None:
@@ -67,6 +65,3 @@ class Connection:
         """Close the client if this store was given its own; the shared one lives as long as the process."""
         if self._owns_client:
             self._client.close()
-
-    def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
-        raise NotImplementedError  # fires.py writes the group commits

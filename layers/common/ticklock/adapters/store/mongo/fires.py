@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from pymongo import ASCENDING, UpdateOne
+from pymongo import ASCENDING, MongoClient, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from ticklock.adapters.store.mongo.client import Doc
@@ -19,12 +19,23 @@ from ticklock.adapters.store.mongo.documents import (
     ms,
     ms_or_none,
 )
-from ticklock.adapters.store.mongo.group_commit import PendingAdvance
+from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.domain.jobs import Execution, Fire, Job, Trigger
 from ticklock.ports import Started
 
 
 class Fires(Connection):
+    def __init__(
+        self,
+        uri: str,
+        *,
+        database: str | None = None,
+        client: MongoClient[Doc] | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        super().__init__(uri, database=database, client=client, owns_client=owns_client)
+        self._advances = GroupCommit(self._advance_many)  # the advances of concurrent fires, one bulk write
+
     def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
         token = uuid.uuid4().hex
 

@@ -67,10 +67,7 @@ def _cron(args: argparse.Namespace) -> int:
             raise ValueError(f"--count must be from 1 to {MAX_PREVIEW}")
         after = parse_instant(args.after) if args.after is not None else datetime.now(UTC)
         schedule = CronSchedule(args.expr, check_new_timezone(args.tz), args.gap, args.overlap)
-    except InvalidJob as exc:
-        print(f"ticklock: error: {exc.message}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ValueError as exc:
+    except (InvalidJob, ValueError) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(preview_table(schedule.upcoming(after, args.count), schedule.timezone))

@@ -37,7 +37,6 @@ from datetime import date, datetime, timedelta
 
 from ticklock.errors import InvalidJob
 
-FIELDS = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
 DESCRIPTORS = {
     "@yearly": "0 0 0 1 1 *",
     "@annually": "0 0 0 1 1 *",
@@ -122,14 +121,9 @@ class CronExpr:
         hour, rest = divmod(rest, 3600)
         minute, second = divmod(rest, 60)
         while (year, month) <= stop:
-            if month not in self.months:
-                month, dom, hour, minute, second = month + 1, 1, 0, 0, 0
-                if month > 12:
-                    year, month = year + 1, 1
-                continue
-            days_here = self.days(year, month)
+            days_here = self.days(year, month) if month in self.months else ()
             index = bisect_left(days_here, dom)
-            if index == len(days_here):
+            if index == len(days_here):  # no day left this month: the next one
                 month, dom, hour, minute, second = month + 1, 1, 0, 0, 0
                 if month > 12:
                     year, month = year + 1, 1
@@ -176,11 +170,6 @@ def _nearest_weekday(day: int, first: int, length: int) -> int | None:
     if weekday == 0:
         return day + 1 if day < length else day - 2
     return day
-
-
-def wall_of(moment: datetime) -> int:
-    """A naive datetime as wall seconds."""
-    return (moment.toordinal() - _EPOCH) * 86400 + moment.hour * 3600 + moment.minute * 60 + moment.second
 
 
 def wall_datetime(wall: int) -> datetime:

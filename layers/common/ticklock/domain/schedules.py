@@ -34,7 +34,6 @@ from ticklock.domain import cron, zones
 from ticklock.domain.zones import FIRST_INSTANT, LAST_INSTANT, timeline
 from ticklock.errors import InvalidJob
 
-CRON_FIELDS = cron.FIELDS
 GAP_CHOICES = ("jump", "skip")
 OVERLAP_CHOICES = ("auto", "first", "both")
 MAX_PREVIEW = 1000

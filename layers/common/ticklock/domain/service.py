@@ -130,7 +130,7 @@ class JobService:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             enabled=spec.enabled,
-            next_run_at=spec.schedule.first_after(now),
+            next_run_at=_first_fire(spec.schedule, now),
             created_at=now,
             updated_at=now,
         )
@@ -174,7 +174,7 @@ class JobService:
             new_schedule=schedule_changed,
         )
         if schedule_changed:
-            merged = merged.with_changes(next_run_at=merged.schedule.first_after(now))
+            merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now))
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
         if "enabled" in changes and changes["enabled"] and not job.enabled:
@@ -235,9 +235,10 @@ class JobService:
                 raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
             return job.with_changes(enabled=True, disabled_reason=None)
         # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
-        first = job.schedule.first_after(now)
-        if first is None and isinstance(job.schedule, CronSchedule):
-            raise ConflictError(f"cannot resume: {_never_fires(job.schedule)}")
+        try:
+            first = _first_fire(job.schedule, now)
+        except InvalidJob as exc:
+            raise ConflictError(f"cannot resume: {exc}") from None
         return job.with_changes(enabled=True, disabled_reason=None, next_run_at=first)
 
     def _validate(
@@ -266,18 +267,22 @@ class JobService:
         size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())  # as UTF-8
         if size > self.limits.max_payload_bytes:
             raise InvalidJob(f"is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload")
-        if new_schedule and isinstance(schedule, CronSchedule) and schedule.first_after(now) is None:
-            raise InvalidJob(_never_fires(schedule), field="schedule.expr")
         if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
             raise InvalidJob(
                 f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"
             )
 
 
-def _never_fires(schedule: CronSchedule) -> str:
-    if schedule.gap == "skip":
-        return (
-            f"cron {schedule.expr!r} never fires in {schedule.timezone} with gap=skip: its next matches all "
-            "fall in spring-forward gaps (use gap=jump to run them as the clocks jump)"
-        )
-    return f"cron {schedule.expr!r} has no fire left before the year 10000"
+def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:
+    """A new, changed or resumed schedule's first fire; a cron schedule without one is refused."""
+    first = schedule.first_after(now)
+    if first is None and isinstance(schedule, CronSchedule):
+        if schedule.gap == "skip":
+            message = (
+                f"cron {schedule.expr!r} never fires in {schedule.timezone} with gap=skip: its next matches all "
+                "fall in spring-forward gaps (use gap=jump to run them as the clocks jump)"
+            )
+        else:
+            message = f"cron {schedule.expr!r} has no fire left before the year 10000"
+        raise InvalidJob(message, field="schedule.expr")
+    return first

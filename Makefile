@@ -3,28 +3,42 @@
 #   make test    set up the same environment, install the test servers (Redis, FerretDB, Pushgateway),
 #                and run the whole suite: ruff, lint-imports (the layering), mypy, cfn-lint + `sam build`,
 #                pytest (the tests start and stop the servers)
-PYTHON ?= python3.11
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+#
+# Two environments: .venv has ticklock with the product plug-in (plugins/parts), as it is deployed;
+# .venv-engine has ticklock alone, and the engine's suite, type check and layering run there, which is
+# what shows that the engine needs no plug-in. The plug-in's own suite runs in .venv.
+PYTHON  ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+ENGINE  := .venv-engine/bin
+ESTAMP  := .venv-engine/.installed
+PIP     := pip install --quiet --disable-pip-version-check -c constraints.txt
 
 .PHONY: serve test services lint typecheck sam-check bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt plugins/parts/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/$(PIP) -e '.[dev]' -e plugins/parts
 	touch $(STAMP)
+
+$(ESTAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv .venv-engine
+	$(ENGINE)/$(PIP) -e '.[dev]'
+	touch $(ESTAMP)
 
 serve: $(STAMP)
 	$(BIN)/ticklock serve
 
-lint: $(STAMP)
+lint: $(STAMP) $(ESTAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports
+	$(ENGINE)/lint-imports
+	$(BIN)/lint-imports plugins/importlinter.ini
 
-typecheck: $(STAMP)
-	$(BIN)/mypy
+typecheck: $(STAMP) $(ESTAMP)
+	$(ENGINE)/mypy
+	$(BIN)/mypy plugins/parts plugins/hello
 
 services:
 	scripts/services.sh
@@ -34,10 +48,11 @@ sam-check:
 	scripts/sam-check.sh
 
 test: services lint typecheck sam-check
-	$(BIN)/pytest
+	$(ENGINE)/pytest tests
+	$(BIN)/pytest plugins
 
 bench: $(STAMP) services
 	$(BIN)/python bench/fires.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-engine .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,5 @@
 """`ticklock serve` under real clients, over real sockets (issue 9): many at once, a slow store, bad bytes,
-half-sent requests against a small descriptor limit, and settings given as flags."""
+half-sent requests against a small descriptor limit."""
 
 from __future__ import annotations
 
@@ -349,44 +349,6 @@ def _up(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-# -- settings given as flags reach the plug-ins ----------------------------------------------------------
-
-
-@pytest.mark.timeout(120)
-def test_db_flag_reaches_the_product_handlers(tmp_path: Path) -> None:
-    data, cwd = tmp_path / "data", tmp_path / "cwd"
-    data.mkdir()
-    cwd.mkdir()
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKLOCK_")}
-    env["PYTHONPATH"] = str(REPO)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*TICKLOCK, "serve", "--db", str(data / "mine.db"), "--port", str(port)],
-            env=env, cwd=cwd, stdout=out, stderr=out,
-        )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _up(url), timeout=30)
-        jobs = httpx.get(f"{url}/jobs").json()["items"]
-        scan = next(j for j in jobs if j["handler"] == "alerts.scan")
-        assert httpx.post(f"{url}/jobs/{scan['id']}/trigger").status_code == 202
-
-        def finished() -> list[Any]:
-            rows = httpx.get(f"{url}/jobs/{scan['id']}/executions").json()["items"]
-            return [r for r in rows if r["finished_at"]]
-
-        rows = wait_for(finished, timeout=60)
-        assert rows[0]["status"] == "success", rows
-        assert list(cwd.iterdir()) == [], "the product handlers wrote into the working directory"
-        tables = {r[0] for r in sqlite3.connect(data / "mine.db").execute("SELECT name FROM sqlite_master")}
-        assert {"alerts", "notifications", "jobs"} <= tables
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 # -- from a review: bodies that never come, pipelining at the limit, keep-alive beside the header timer ---

@@ -10,10 +10,6 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Serve, run_cli, wait_for
-from tests.integration.test_system_jobs import alerts_fixture
-from tests.support.vendor import VendorServer, vendor_server
-from ticklock.adapters.alerts.sqlite import SQLiteAlertStore
-from ticklock.adapters.catalogue.sqlite import SQLiteCatalogueStore
 
 pytestmark = pytest.mark.e2e
 
@@ -149,37 +145,3 @@ def test_a_token_protects_the_api_and_loopback_is_forced_without_one(start: Call
     assert anonymous.status_code == 401
     assert guarded.client.get("/health", headers={"Authorization": ""}).status_code == 200
     guarded.terminate()
-
-
-def test_ticklock_serve_seeds_the_alert_scan_and_runs_it(start: Callable[..., Serve], tmp_path: Path) -> None:
-    db = tmp_path / "ticklock.db"
-    alerts_fixture(db)  # the embedded store holds the product's data too
-    serve = start(db)
-    jobs = serve.client.get("/jobs").json()["items"]
-    [scan] = [j for j in jobs if j["name"] == "system:alerts.scan"]
-    assert scan["handler"] == "alerts.scan" and scan["timeout"] == 600
-    assert serve.client.post(f"/jobs/{scan['id']}/trigger").status_code in (200, 202)
-    [done] = wait_for(lambda: [e for e in serve.executions(scan["id"]) if e["status"] != "running"])
-    assert done["status"] == "success", done
-    data = SQLiteAlertStore(db)
-    assert sorted(n.id for n in data.notifications()) == ["a1:eol:new", "a1:risk:new"]
-    data.close()
-
-
-def test_ticklock_serve_seeds_the_catalogue_walk_and_runs_it(start: Callable[..., Serve], tmp_path: Path) -> None:
-    db = tmp_path / "ticklock.db"
-    catalogue = SQLiteCatalogueStore(db)
-    catalogue.put_parts([{"_id": f"p{i}", "mpn": f"MPN-{i}"} for i in range(12)])
-    catalogue.close()
-    with vendor_server() as vendor:
-        serve = start(db, TICKLOCK_VENDOR_URL=vendor.url, TICKLOCK_VENDOR_KEY=vendor.key, TICKLOCK_VENDOR_BATCH="5")
-        jobs = serve.client.get("/jobs").json()["items"]
-        [walk] = [j for j in jobs if j["name"] == "system:catalogue.spot_prices"]
-        assert serve.client.post(f"/jobs/{walk['id']}/trigger").status_code in (200, 202)
-        [done] = wait_for(lambda: [e for e in serve.executions(walk["id"]) if e["status"] != "running"])
-        assert done["status"] == "success", done
-        assert [len(r) for r in vendor.requests] == [5, 5, 2]
-    catalogue = SQLiteCatalogueStore(db)
-    assert catalogue.parts(["p3"])["p3"]["price"] == VendorServer.price("MPN-3")
-    assert catalogue.load_cursor() is None  # the whole catalogue was walked
-    catalogue.close()

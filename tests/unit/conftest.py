@@ -20,7 +20,9 @@ from ticklock.api.routes import ApiDeps
 from ticklock.clock import FakeClock
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.service import JobService, Limits
-from ticklock.handlers.registry import HandlerContext, Registry, register_all
+from ticklock.handlers import builtin
+from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.runtimes.plugins import register_all
 
 API_START = datetime(2026, 1, 1, tzinfo=UTC)
 TOKEN = "s3cret-token"
@@ -104,7 +106,7 @@ def build_api(
     max_timeout: float = 3600.0,
 ) -> tuple[ApiHarness, SQLiteStore]:
     store = SQLiteStore(tmp_path / "ticklock.db")
-    registry = register_all(Registry())
+    registry = register_all(Registry(), only=(builtin.plugin,))  # whatever else is installed
     clock = FakeClock(API_START)
     service = JobService(store, registry, clock, Limits(max_timeout=max_timeout, max_payload_bytes=max_payload_bytes))
     metrics = PrometheusMetrics()

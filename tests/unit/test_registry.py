@@ -12,7 +12,8 @@ import pytest
 
 from ticklock.errors import ConfigError, DuplicateHandler
 from ticklock.handlers import builtin
-from ticklock.handlers.registry import ENTRY_POINT_GROUP, HandlerContext, Registry, register_all
+from ticklock.handlers.registry import ENTRY_POINT_GROUP, HandlerContext, Registry
+from ticklock.runtimes.plugins import register_all
 
 
 def first(ctx: HandlerContext) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -17,12 +18,13 @@ from ticklock.domain.schedules import (
     check_new_timezone,
 )
 from ticklock.errors import ConfigError, HandlerError, InvalidJob, StoreUnavailable
-from ticklock.settings import SETTINGS, Settings, markdown_table
+from ticklock.plugin import Plugin, Setting, discover, names
+from ticklock.settings import Settings, every_setting, markdown_table
 
 EXIT_CONFIG = 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticklock", description="A job scheduler: cron, interval and one-shot jobs with one run per fire."
     )
@@ -34,14 +36,16 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the scheduler, the REST API and /metrics in one process. "
         "Each flag overrides its TICKLOCK_* environment variable.",
     )
-    for setting in SETTINGS:
+    for setting in settings:
         serve.add_argument(
             setting.flag,
-            dest=setting.name,
+            dest=setting.key,
             metavar=setting.name.upper(),
             default=None,
             help=f"{setting.help} (env {setting.env}, default {setting.default!r})",
         )
+        for old in setting.aliases:  # deprecated, still read: Settings.load says so at start-up
+            serve.add_argument(f"--{old.replace('_', '-')}", dest=old, default=None, help=argparse.SUPPRESS)
     commands.add_parser("config-table", help="print the configuration reference as a Markdown table")
     cron = commands.add_parser(
         "cron",
@@ -91,18 +95,40 @@ def preview_table(fires: Sequence[Fire], zone: str) -> str:
     return "\n".join(lines)
 
 
+WITH_PLUGINS = ("serve", "config-table")  # the commands that load the plug-ins (the others import none)
+
+
+def _plugins(argv: Sequence[str]) -> tuple[Plugin[object], ...]:
+    """The installed plug-ins, for their flags, when the command needs them: the entry points and the
+    modules TICKLOCK_HANDLER_MODULES names (one named by --handler-modules alone is loaded by
+    ``Settings.load``; its settings are then read from the environment)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in WITH_PLUGINS:
+        return ()
+    return discover(names(os.environ.get("TICKLOCK_HANDLER_MODULES", "")))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        plugins = _plugins(argv)
+    except ConfigError as exc:
+        print(f"ticklock: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    known = every_setting(plugins)
+    parser = _parser(known)
     args = parser.parse_args(argv)
     if args.command == "config-table":
-        print(markdown_table())
+        print(markdown_table(plugins))
         return 0
     if args.command == "cron":
         return _cron(args)
     if args.command != "serve":
         parser.print_help()
         return 0 if args.command is None else 2
-    overrides = {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name) is not None}
+    given = vars(args)
+    keys = [k for s in known for k in (s.key, *s.aliases)]
+    overrides = {key: given[key] for key in keys if given.get(key) is not None}
     try:
         settings = Settings.load(overrides=overrides)
         from ticklock import logs

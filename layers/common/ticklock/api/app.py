@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from ticklock.api import errors
 from ticklock.api.http import BadJson, Reply, Request, error, read_json
 from ticklock.api.openapi import document, swagger_page
-from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Probe, Route, build_routes
+from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Probes, Route, build_routes
 from ticklock.errors import TicklockError
 
 _JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json", re.ASCII)
@@ -39,7 +39,7 @@ class Api:
     def __init__(self, deps: ApiDeps, *, api_token: str | None, max_body_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
         self._token = f"Bearer {api_token}".encode() if api_token else None
-        self.probe = Probe(deps.service.store)
+        self.probe = Probes(deps.service.store, deps.checks)
         self.routes = build_routes(deps, self.probe)
         self.openapi = document(self.routes, deps.service, secured=api_token is not None)
         spec = json.dumps(self.openapi).encode()

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from ticklock import __version__
 from ticklock.api.http import Reply
 from ticklock.api.schemas import (
+    CheckOut,
     ExecutionOut,
     ExecutionPage,
     ExecutionsQuery,
@@ -42,6 +43,7 @@ from ticklock.api.schemas import (
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import StoreUnavailable
+from ticklock.plugin import HealthCheck
 from ticklock.ports import Store
 
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
@@ -87,16 +89,49 @@ class ApiDeps:
 
     service: JobService
     render_metrics: Callable[[], bytes] | None = None
+    checks: Sequence[HealthCheck] = ()  # the plug-ins' health checks
+
+
+class _CheckFailing(Exception):
+    """A plug-in's health check said what is wrong (or raised)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _pinging(check: HealthCheck) -> Callable[[], None]:
+    def ping() -> None:
+        try:
+            problem = check.check()
+        except Exception as exc:  # noqa: BLE001 - a plug-in's check failing is its answer
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is not None:
+            raise _CheckFailing(str(problem))
+
+    return ping
 
 
 class Probe:
-    """Pings the store with a bound on the wait. One ping at a time, shared: callers that come while it
-    is out wait for it and its deadline (none longer than ``timeout`` from the ping's start), and an
-    answer is reused for ``fresh_for`` seconds, so a flood of health checks costs the store one ping
-    and a hung store one thread."""
+    """Pings the store (or runs one plug-in health check) with a bound on the wait. One ping at a time,
+    shared: callers that come while it is out wait for it and its deadline (none longer than ``timeout``
+    from the ping's start), and an answer is reused for ``fresh_for`` seconds, so a flood of health checks
+    costs the store one ping and a hung store one thread."""
 
-    def __init__(self, store: Store, timeout: float = HEALTH_TIMEOUT, fresh_for: float = HEALTH_FRESH) -> None:
-        self._store = store
+    def __init__(
+        self,
+        store: Store | None,
+        timeout: float = HEALTH_TIMEOUT,
+        fresh_for: float = HEALTH_FRESH,
+        *,
+        check: HealthCheck | None = None,
+    ) -> None:
+        if check is not None:
+            self._ping, self._what = _pinging(check), check.name
+        elif store is not None:
+            self._ping, self._what = store.ping, "the store"
+        else:
+            raise TypeError("a Probe pings a store or runs a check")
         self._timeout = timeout
         self._fresh_for = fresh_for
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ticklock-health")
@@ -116,8 +151,8 @@ class Probe:
         try:
             pending.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
-            return f"the store did not answer within {self._timeout:g} s"
-        except StoreUnavailable as exc:
+            return f"{self._what} did not answer within {self._timeout:g} s"
+        except (StoreUnavailable, _CheckFailing) as exc:
             return exc.message
         return None
 
@@ -138,7 +173,7 @@ class Probe:
             if time.monotonic() - self._answered_at < self._fresh_for:
                 return _Answer(self._answer)
             if self._pending is None or self._pending.done():
-                self._pending = self._pool.submit(self._store.ping)
+                self._pending = self._pool.submit(self._ping)
                 self._deadline = time.monotonic() + self._timeout
                 self._pending.add_done_callback(self._record)
             return self._pending, self._deadline
@@ -148,6 +183,25 @@ class Probe:
         with self._mutex:
             self._answer = None if failure is None else getattr(failure, "message", None) or str(failure)
             self._answered_at = time.monotonic()
+
+
+class Probes:
+    """The store's probe and one per plug-in health check, asked together by ``/health``."""
+
+    def __init__(self, store: Store, checks: Sequence[HealthCheck] = ()) -> None:
+        self.store = Probe(store)
+        self.checks = {c.name: Probe(None, check=c) for c in checks}
+
+    def __call__(self) -> tuple[str | None, dict[str, str | None]]:
+        """The store's problem (None: it answered), and each check's."""
+        return self.store(), {name: probe() for name, probe in self.checks.items()}
+
+    async def settle(self) -> None:
+        await asyncio.gather(self.store.settle(), *(p.settle() for p in self.checks.values()))
+
+    def close(self) -> None:
+        for probe in (self.store, *self.checks.values()):
+            probe.close()
 
 
 def _preview(schedule: Schedule, count: int, after: datetime) -> PreviewOut:
@@ -165,7 +219,7 @@ NOT_FOUND = (HTTPStatus.NOT_FOUND,)
 WITH_BODY = (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
 
 
-def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
+def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     service = deps.service
 
     def create_job(call: Call) -> Reply:
@@ -205,12 +259,19 @@ def build_routes(deps: ApiDeps, probe: Probe) -> list[Route]:
 
     def health(call: Call) -> Reply:
         started = time.monotonic()
-        problem = probe()
+        problem, checks = probe()
         status = HTTPStatus.OK if problem is None else HTTPStatus.SERVICE_UNAVAILABLE
         word: Literal["ok", "unavailable"] = "ok" if problem is None else "unavailable"
         if not call.authorized:
             return Reply.json(status, {"status": word})
-        details = HealthDetails(status=word, store=word, store_error=problem, version=__version__)
+        failing = any(error is not None for error in checks.values())
+        details = HealthDetails(
+            status="degraded" if word == "ok" and failing else word,
+            store=word,
+            store_error=problem,
+            checks=[CheckOut(name=n, status="ok" if e is None else "failing", error=e) for n, e in checks.items()],
+            version=__version__,
+        )
         headers = {"server-timing": f"store;dur={(time.monotonic() - started) * 1000:.1f}"}
         return Reply.json(status, details.model_dump_json().encode(), headers)
 

@@ -357,11 +357,22 @@ class Health(BaseModel):
     status: Literal["ok", "unavailable"]
 
 
-class HealthDetails(Health):
-    """With a valid token (or on a loopback-only server without one): why."""
+class CheckOut(BaseModel):
+    """One plug-in health check's answer."""
 
+    name: str = Field(description="<plug-in>.<check>")
+    status: Literal["ok", "failing"]
+    error: str | None = Field(description="what is wrong, when it is failing")
+
+
+class HealthDetails(BaseModel):
+    """With a valid token (or on a loopback-only server without one): why. ``degraded``: the store answers
+    (the scheduler runs, so the status code is 200) but a plug-in's check fails."""
+
+    status: Literal["ok", "degraded", "unavailable"]
     store: Literal["ok", "unavailable"]
     store_error: str | None = Field(description="the store's error, when it is unavailable")
+    checks: list[CheckOut] = Field(description="the installed plug-ins' health checks")
     version: str
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx
 
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.domain.handlers import HandlerContext, Registry
+from ticklock.plugin import Context, Plugin
 
 
 def noop(ctx: HandlerContext) -> None:
@@ -50,7 +51,10 @@ async def http_check(ctx: HandlerContext) -> None:
     ctx.logger.info("http.check.ok", extra={"url": url, "status": response.status_code})
 
 
-def register(registry: Registry) -> None:
-    """ticklock's own entry point in the ``ticklock.handlers`` group."""
+def register(registry: Registry, context: Context[None] | None = None) -> None:
     registry.register("noop", noop)
     registry.register("http.check", http_check)
+
+
+plugin = Plugin(name="builtin", register=register, description="noop and http.check")
+"""ticklock's own entry point in the ``ticklock.plugins`` group."""

@@ -1,42 +1,13 @@
-"""How handlers are found: every ``ticklock.handlers`` entry point, then ``TICKLOCK_HANDLER_MODULES``.
-
-The contract itself (``Handler``, ``HandlerContext``, ``Registry``) lives in the core,
-``ticklock.domain.handlers``; it is re-exported here, where plug-ins have always imported it from.
+"""The handler contract's first home, kept for the plug-ins that import it from here: ``Handler``,
+``HandlerContext``, ``Registry`` live in the core (``ticklock.domain.handlers``); the plug-in contract, and
+how plug-ins are found, is ``ticklock.plugin``.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-
 from ticklock.domain.handlers import Handler, HandlerContext, HandlerFunc, RegisterFunc, Registry
-from ticklock.errors import ConfigError
+from ticklock.plugin import LEGACY_GROUP
 
-__all__ = ["ENTRY_POINT_GROUP", "Handler", "HandlerContext", "HandlerFunc", "RegisterFunc", "Registry", "register_all"]
+__all__ = ["ENTRY_POINT_GROUP", "Handler", "HandlerContext", "HandlerFunc", "RegisterFunc", "Registry"]
 
-ENTRY_POINT_GROUP = "ticklock.handlers"
-
-
-def register_all(registry: Registry, *, modules: tuple[str, ...] = ()) -> Registry:
-    """Fill ``registry`` once at boot: every ``ticklock.handlers`` entry point, then ``modules``.
-
-    Each entry point and each module names a ``register(registry)`` callable (a module's own
-    ``register`` attribute). The built-in handlers arrive through ticklock's own entry point. Raises
-    ``DuplicateHandler`` or ``ConfigError``; the caller stops the process.
-    """
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            register = ep.load()
-        except Exception as exc:
-            raise ConfigError(f"handler plug-in {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
-        register(registry)
-    for module_name in modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(f"TICKLOCK_HANDLER_MODULES: cannot import {module_name!r}: {exc}") from exc
-        register = getattr(module, "register", None)
-        if not callable(register):
-            raise ConfigError(f"TICKLOCK_HANDLER_MODULES: {module_name!r} has no register(registry) function")
-        register(registry)
-    return registry
+ENTRY_POINT_GROUP = LEGACY_GROUP  # register(registry) functions; new plug-ins use ticklock.plugin.GROUP

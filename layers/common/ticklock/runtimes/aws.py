@@ -27,13 +27,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import Clock, SystemClock
+from ticklock.domain.handlers import Registry
 from ticklock.domain.lifecycle import TaskRunner
 from ticklock.domain.service import JobService
 from ticklock.domain.tick_loop import TickLoop
 from ticklock.errors import ConfigError
-from ticklock.handlers.registry import Registry, register_all
-from ticklock.handlers.system import seed
 from ticklock.ports import Locker, Publisher, Store
+from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
     build_dispatcher,
     build_locker,
@@ -72,6 +72,7 @@ class Container:
     metrics: PrometheusMetrics
     publisher: Publisher
     registry: Registry
+    plugins: Plugins
     runner: TaskRunner
     pool: ThreadPoolExecutor  # the runner's threads, one per record of a batch
     api: Api | None = None  # the API's, built on its first request
@@ -92,7 +93,8 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
     store = build_store(settings, metrics)
     locker = build_locker(settings, clock)
     publisher = build_publisher(settings, metrics)
-    registry = registry or register_all(Registry(settings), modules=settings.handler_modules)
+    plugins = Plugins(settings)
+    registry = registry or plugins.registry()
     runner = build_runner(
         settings,
         store=store,
@@ -104,7 +106,7 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
         owner=owner,
     )
     pool = ThreadPoolExecutor(max_workers=RUNNER_THREADS, thread_name_prefix="ticklock-runner")
-    return Container(settings, clock, owner, store, locker, metrics, publisher, registry, runner, pool)
+    return Container(settings, clock, owner, store, locker, metrics, publisher, registry, plugins, runner, pool)
 
 
 @cache
@@ -113,7 +115,8 @@ def container() -> Container:
     settings = Settings.load()
     configure_logging(settings.log_level)
     box = build(settings)
-    seed(_service(box), settings)  # idempotent by name: every cold start may try
+    box.plugins.warn_deprecated()
+    box.plugins.seed(_service(box))  # idempotent by name: every cold start may try
     return box
 
 
@@ -254,7 +257,8 @@ def _api(box: Container) -> Api:
 
     s = box.settings
     # API Gateway authorises (IAM) and throttles before the function runs; a token is an extra, optional check
-    box.api = Api(ApiDeps(_service(box), None), api_token=s.api_token, max_body_bytes=s.max_payload_bytes + 16 * 1024)
+    deps = ApiDeps(_service(box), None, box.plugins.health_checks())
+    box.api = Api(deps, api_token=s.api_token, max_body_bytes=s.max_payload_bytes + 16 * 1024)
     return box.api
 
 

@@ -22,8 +22,8 @@ from ticklock.api import server as http_server
 from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
-from ticklock.handlers.registry import Registry, register_all
-from ticklock.handlers.system import seed
+from ticklock.domain.handlers import Registry
+from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
     build_dispatcher,
     build_locker,
@@ -50,7 +50,8 @@ class LocalService:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.registry = self.registry or register_all(Registry(s), modules=s.handler_modules)
+        self.plugins = Plugins(s)
+        self.registry = self.registry or self.plugins.registry()
         self.owner = s.effective_owner
         self.metrics = build_metrics(s, self.owner)
         self.store = build_store(s, self.metrics)
@@ -73,7 +74,7 @@ class LocalService:
         )
         self.service = build_service(s, self.store, self.registry, self.clock)
         self.app = local_app(
-            ApiDeps(self.service, self.metrics.render),
+            ApiDeps(self.service, self.metrics.render, self.plugins.health_checks()),
             api_token=s.api_token,
             max_body_bytes=s.max_payload_bytes + 16 * 1024,
             threads=s.api_threads,
@@ -86,7 +87,8 @@ class LocalService:
 
     def start(self) -> None:
         """Start dispatching and housekeeping in background threads."""
-        seed(self.service, self.settings)
+        self.plugins.warn_deprecated()
+        self.plugins.seed(self.service)
         loops = [("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)]
         if isinstance(self.metrics, PushgatewayMetrics):
             loops.append(("ticklock-metrics-push", self._push_metrics))

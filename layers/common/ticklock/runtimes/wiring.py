@@ -9,10 +9,10 @@ from ticklock.adapters.events.basic import LogPublisher, NoPublisher
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.clock import Clock
 from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
-from ticklock.handlers.registry import Registry
 from ticklock.ports import FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
 

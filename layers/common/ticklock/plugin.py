@@ -1,0 +1,344 @@
+"""The plug-in contract: how ticklock is extended, declared once.
+
+A plug-in is a ``Plugin`` object that a distribution names in the ``ticklock.plugins`` entry-point group::
+
+    [project.entry-points."ticklock.plugins"]
+    hello = "ticklock_hello:plugin"
+
+It provides, all but ``register`` optional:
+
+- **handlers**: ``register(registry, context)`` adds them to the ``Registry`` by name;
+- **settings**: ``settings`` declares them (name, default, parser, help, secrecy) and ``config`` is the
+  typed, frozen object they are parsed into. They are read as ``TICKLOCK_<PLUGIN>_<NAME>`` and
+  ``--<plugin>-<name>`` and listed in the configuration table in a section of their own; a bad value stops
+  start-up with a message naming the variable, like any engine setting;
+- **system jobs**: ``system_jobs(context)`` names the interval jobs it wants seeded at boot
+  (``TICKLOCK_SYSTEM_JOBS`` chooses among every plug-in's), idempotently by name;
+- **health checks**: ``health(context)`` returns checks that ``GET /health`` runs with the store's.
+
+Each of them gets a ``Context``: the plug-in's own ``config``, what it may know of the engine's
+configuration (``EngineSettings``) and the engine's notifiers (``email()``). A handler gets a
+``HandlerContext`` (re-exported here with ``Registry``). A plug-in imports only this module,
+``ticklock.domain``, ``ticklock.ports`` and ``ticklock.errors``; nothing in ticklock imports a plug-in.
+
+The older ``ticklock.handlers`` group is still read: each of its entry points (and each module
+``TICKLOCK_HANDLER_MODULES`` names) is a ``register(registry)`` function, or a module with a ``plugin``
+attribute, and becomes a plug-in of handlers alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from importlib.metadata import entry_points
+from typing import Any, Generic, Protocol, TypeVar
+
+from ticklock.domain.handlers import HandlerContext, Registry
+from ticklock.errors import ConfigError
+from ticklock.ports import EmailSender
+
+__all__ = [
+    "GROUP",
+    "LEGACY_GROUP",
+    "Context",
+    "EngineSettings",
+    "HandlerContext",
+    "HealthCheck",
+    "Plugin",
+    "Registry",
+    "Setting",
+    "SystemJob",
+    "choice",
+    "discover",
+    "http_url",
+    "integer",
+    "names",
+    "number",
+    "optional_text",
+    "store_url",
+    "text",
+]
+
+GROUP = "ticklock.plugins"
+LEGACY_GROUP = "ticklock.handlers"
+PREFIX = "TICKLOCK_"
+
+log = logging.getLogger("ticklock.plugins")
+
+Parser = Callable[[str], Any]
+C = TypeVar("C")
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name (``snake_case``), its default as text, the parser that turns text into its
+    value (raising ``ValueError`` with a message that says what is wrong), and a line of help.
+
+    ``secret`` keeps it out of logs and ``as_dict``. ``section`` is the plug-in it belongs to (set by the
+    engine; empty for the engine's own). ``aliases`` are older variable names still read, with a warning at
+    start-up."""
+
+    name: str
+    default: str
+    parse: Parser
+    help: str
+    secret: bool = False
+    section: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Unique among all settings: ``name``, or ``section.name`` for a plug-in's."""
+        return f"{self.section}.{self.name}" if self.section else self.name
+
+    @property
+    def env(self) -> str:
+        return f"{PREFIX}{self.key.replace('.', '_').upper()}"
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.key.replace('.', '-').replace('_', '-')}"
+
+
+def integer(low: int, high: int) -> Parser:
+    """A whole number from ``low`` to ``high``."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float) -> Parser:
+    """A number from ``low`` to ``high``."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+        if not low <= value <= high:  # also refuses nan
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def choice(*options: str) -> Parser:
+    """One of ``options``, case-insensitive; the value is lower case."""
+
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def text(raw: str) -> str:
+    """Non-empty text, stripped."""
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    return raw.strip()
+
+
+def optional_text(raw: str) -> str | None:
+    """Text, stripped; empty is None."""
+    return raw.strip() or None
+
+
+def http_url(raw: str) -> str:
+    """Empty, or an http(s) URL."""
+    value = raw.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL, got {raw!r}")
+    return value
+
+
+def store_url(raw: str) -> str:
+    """Empty, ``sqlite:///PATH``, or a ``mongodb://`` / ``mongodb+srv://`` URI."""
+    value = raw.strip()
+    if value and not value.startswith(("sqlite:///", "mongodb://", "mongodb+srv://")):
+        raise ValueError(f"must be sqlite:///PATH, mongodb://... or mongodb+srv://..., got {raw!r}")
+    if value == "sqlite:///":
+        raise ValueError("sqlite:/// needs a path, e.g. sqlite:///var/lib/ticklock.db")
+    return value
+
+
+def names(raw: str) -> tuple[str, ...]:
+    """A comma-separated list of names (blanks dropped)."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+# -- what a plug-in gets ------------------------------------------------------------------------------------
+
+
+class EngineSettings(Protocol):
+    """What a plug-in may read of the engine's configuration (``ticklock.settings.Settings`` is one)."""
+
+    @property
+    def store_url(self) -> str:
+        """The job store's URL (``sqlite:///PATH`` or ``mongodb://…``): a default home for a plug-in's data."""
+        ...
+
+    @property
+    def effective_max_timeout(self) -> float:
+        """The longest job timeout this deployment honours (a Lambda runner's is shorter)."""
+        ...
+
+
+def _no_email() -> EmailSender | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Context(Generic[C]):
+    """What the engine hands a plug-in: its own settings, the engine's, and the engine's notifiers."""
+
+    config: C
+    engine: EngineSettings
+    email: Callable[[], EmailSender | None] = _no_email
+    """The email sender ``TICKLOCK_EMAIL`` configures (built once, on first call), or None when email is off."""
+
+
+@dataclass(frozen=True)
+class SystemJob:
+    """An interval job a plug-in wants seeded at boot as ``system:<handler>``, if no job of that name
+    exists (an operator's later change to it, or a pause, is kept). ``timeout`` is capped at what the
+    deployment allows. With ``needs`` set the job is not configured: it is not seeded, and the start-up
+    log says what it needs."""
+
+    handler: str
+    every: float
+    timeout: float = 60.0
+    max_retries: int = 0
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    needs: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"system:{self.handler}"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """A check ``GET /health`` runs: ``check()`` returns None when healthy, else what is wrong (raising
+    counts as what is wrong). It is run on the health probe's thread, bounded like the store's ping."""
+
+    name: str
+    check: Callable[[], str | None]
+
+
+def _nothing(context: Context[Any]) -> Iterable[Any]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Plugin(Generic[C]):
+    """One plug-in. ``name`` is its section: lower case letters, digits and ``_``, unique among those
+    installed. ``config`` is called with the parsed settings as keyword arguments (a frozen dataclass whose
+    fields are the settings' names is the usual choice)."""
+
+    name: str
+    register: Callable[[Registry, Context[C]], None]
+    settings: tuple[Setting, ...] = ()
+    config: Callable[..., C] | None = None
+    system_jobs: Callable[[Context[C]], Iterable[SystemJob]] = _nothing
+    health: Callable[[Context[C]], Iterable[HealthCheck]] = _nothing
+    description: str = ""
+    origin: str = ""
+
+    def placed(self) -> tuple[Setting, ...]:
+        """Its settings, named in its section."""
+        return tuple(replace(s, section=self.name) for s in self.settings)
+
+    def make_config(self, values: Mapping[str, Any]) -> C:
+        """The typed object of its settings. Raises ``ConfigError`` when ``config`` does not take them."""
+        if self.config is None:
+            return None  # type: ignore[return-value]  # a plug-in without settings has no config
+        try:
+            return self.config(**values)
+        except TypeError as exc:
+            raise ConfigError(f"plug-in {self.name!r}: its config does not take its settings: {exc}") from None
+
+
+def _check_plugin(found: object, source: str) -> Plugin[Any]:
+    if not isinstance(found, Plugin):
+        raise ConfigError(f"{source} is not a ticklock.plugin.Plugin (got {type(found).__name__})")
+    if not found.name or not all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in found.name):
+        raise ConfigError(f"{source}: a plug-in's name is lower case letters, digits and _, got {found.name!r}")
+    seen: set[str] = set()
+    for setting in found.settings:
+        if setting.name in seen:
+            raise ConfigError(f"plug-in {found.name!r} declares the setting {setting.name!r} twice")
+        seen.add(setting.name)
+    if found.config is not None and is_dataclass(found.config):
+        declared = {f.name for f in fields(found.config)}
+        if declared != seen:
+            raise ConfigError(
+                f"plug-in {found.name!r}: its config's fields {sorted(declared)} are not its settings {sorted(seen)}"
+            )
+    return replace(found, origin=found.origin or source)
+
+
+def _handlers_only(name: str, register: Callable[[Registry], None], source: str) -> Plugin[None]:
+    def adapted(registry: Registry, context: Context[None]) -> None:
+        register(registry)
+
+    return Plugin(name=name, register=adapted, origin=source)
+
+
+def _from_module(module_name: str) -> Plugin[Any]:
+    source = f"TICKLOCK_HANDLER_MODULES: {module_name!r}"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{source}: cannot import it: {exc}") from exc
+    found = getattr(module, "plugin", None)
+    if found is not None:
+        return _check_plugin(found, source)
+    register = getattr(module, "register", None)
+    if not callable(register):
+        raise ConfigError(f"{source} has no plugin object and no register(registry) function")
+    return _handlers_only(module_name.replace(".", "_").lower(), register, source)
+
+
+def discover(modules: tuple[str, ...] = ()) -> tuple[Plugin[Any], ...]:
+    """Every installed plug-in: the ``ticklock.plugins`` entry points, then the older ``ticklock.handlers``
+    ones, then ``modules``, in that order and by name within a group (each module is imported once per
+    process; the entry points are looked up again on each call). Raises
+    ``ConfigError`` when one fails to load or two share a name."""
+    found: list[Plugin[Any]] = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        source = f"plug-in {ep.name!r} ({ep.value})"
+        try:
+            loaded = ep.load()
+        except Exception as exc:
+            raise ConfigError(f"{source} failed to load: {exc}") from exc
+        found.append(_check_plugin(loaded, source))
+    for ep in sorted(entry_points(group=LEGACY_GROUP), key=lambda e: e.name):
+        source = f"handler plug-in {ep.name!r} ({ep.value})"
+        try:
+            register = ep.load()
+        except Exception as exc:
+            raise ConfigError(f"{source} failed to load: {exc}") from exc
+        found.append(_handlers_only(ep.name, register, source))
+    found.extend(_from_module(name) for name in modules)
+    names_seen: dict[str, str] = {}
+    for plugin in found:
+        if plugin.name in names_seen:
+            raise ConfigError(f"two plug-ins are named {plugin.name!r}: {names_seen[plugin.name]} and {plugin.origin}")
+        names_seen[plugin.name] = plugin.origin
+    return tuple(found)

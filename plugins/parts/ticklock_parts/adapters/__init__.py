@@ -1,0 +1,1 @@
+"""The product's adapters: its stores (SQLite, MongoDB) and the vendor's HTTP API."""

@@ -1,0 +1,36 @@
+"""The product's data (alerts, parts, notifications, price history, the walk's state), opened by URL:
+``sqlite:///PATH`` or ``mongodb://``. One store serves both handlers: the catalogue store is the alert
+store with the walk's collections added. ``shared_store`` opens one per URL and process (per warm Lambda
+environment) and reuses it."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pymongo is imported only for a MongoDB URL
+    from ticklock_parts.adapters.catalogue.mongo import MongoCatalogueStore
+    from ticklock_parts.adapters.catalogue.sqlite import SQLiteCatalogueStore
+
+    ProductStore = SQLiteCatalogueStore | MongoCatalogueStore
+
+_stores: dict[str, ProductStore] = {}
+_stores_mutex = threading.Lock()
+
+
+def open_product_store(url: str) -> ProductStore:
+    if url.startswith("sqlite:///"):
+        from ticklock_parts.adapters.catalogue.sqlite import SQLiteCatalogueStore
+
+        return SQLiteCatalogueStore(url.removeprefix("sqlite:///"))
+    from ticklock_parts.adapters.catalogue.mongo import MongoCatalogueStore
+
+    return MongoCatalogueStore(url)
+
+
+def shared_store(url: str) -> ProductStore:
+    """The store at ``url``, opened on first use and then reused."""
+    with _stores_mutex:
+        if url not in _stores:
+            _stores[url] = open_product_store(url)
+        return _stores[url]

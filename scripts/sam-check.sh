@@ -65,17 +65,20 @@ root, layer = Path(sys.argv[1]), Path(sys.argv[2])
 canon = lambda name: re.sub(r"[-_.]+", "-", name).lower()
 errors = []
 
-# every distribution in the layer is at the version constraints.txt pins; ticklock's handlers are findable
+# every distribution in the layer is at the version constraints.txt pins; ticklock's plug-ins are findable:
+# its own (builtin) and the product's (ticklock-parts), through the "ticklock.plugins" entry points
 pins = dict(
     (canon(n), v) for n, v in
     (line.split("#")[0].strip().split("==") for line in (root / "constraints.txt").read_text().splitlines() if "==" in line)
 )
 dists = {canon(d.metadata["Name"]): d for d in distributions(path=[str(layer)])}
 for name, dist in sorted(dists.items()):
-    if name != "ticklock" and pins.get(name) != dist.version:
+    if name not in ("ticklock", "ticklock-parts") and pins.get(name) != dist.version:
         errors.append(f"{name} {dist.version} is not pinned in constraints.txt (pin: {pins.get(name)})")
-if "ticklock" not in dists or not dists["ticklock"].entry_points.select(group="ticklock.handlers"):
-    errors.append("no ticklock dist-info with 'ticklock.handlers' entry points in the layer")
+for name, plugin in (("ticklock", "builtin"), ("ticklock-parts", "parts")):
+    found = dists[name].entry_points.select(group="ticklock.plugins").names if name in dists else set()
+    if plugin not in found:
+        errors.append(f"no {name} dist-info with the {plugin!r} entry point of 'ticklock.plugins' in the layer")
 
 # compiled extensions are for the functions' architecture
 template = cfn_yaml.load(str(root / "template.yaml"))

@@ -105,34 +105,27 @@ class Setting:
         return f"--{self.key.replace('.', '-').replace('_', '-')}"
 
 
-def integer(low: int, high: int) -> Parser:
-    """A whole number from ``low`` to ``high``."""
-
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"expected a whole number, got {raw!r}") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return parse
-
-
-def number(low: float, high: float) -> Parser:
-    """A number from ``low`` to ``high``."""
-
+def _bounded(convert: Callable[[str], float], what: str, low: float, high: float) -> Parser:
     def parse(raw: str) -> float:
         try:
-            value = float(raw)
+            value = convert(raw)
         except ValueError:
-            raise ValueError(f"expected a number, got {raw!r}") from None
+            raise ValueError(f"expected {what}, got {raw!r}") from None
         if not low <= value <= high:  # also refuses nan
             raise ValueError(f"must be between {low} and {high}, got {value}")
         return value
 
     return parse
+
+
+def integer(low: int, high: int) -> Parser:
+    """A whole number from ``low`` to ``high``."""
+    return _bounded(int, "a whole number", low, high)
+
+
+def number(low: float, high: float) -> Parser:
+    """A number from ``low`` to ``high``."""
+    return _bounded(float, "a number", low, high)
 
 
 def choice(*options: str) -> Parser:

@@ -345,7 +345,7 @@ def markdown_table(plugins: Iterable[Plugin[Any]] = ()) -> str:
         rows = ["| variable | flag | default | meaning |", "| --- | --- | --- | --- |"]
         for s in settings:
             older = f" (formerly `{', '.join(PREFIX + old.upper() for old in s.aliases)}`)" if s.aliases else ""
-            secret = " Secret: kept out of logs." if s.secret else ""
+            secret = " (secret: kept out of logs)" if s.secret else ""
             rows.append(f"| `{s.env}` | `{s.flag}` | `{s.default}` | {s.help}{older}{secret} |")
         return rows
 

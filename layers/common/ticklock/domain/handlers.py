@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,15 @@ from typing import Any
 from ticklock.errors import ConfigError, DuplicateHandler
 
 HandlerFunc = Callable[["HandlerContext"], Any] | Callable[["HandlerContext"], Awaitable[Any]]
+
+
+class FireLogger(logging.LoggerAdapter[logging.Logger]):
+    """A handler's logger: every line carries the fire's fields (job id, fire time, execution id) beside
+    the ``extra`` fields the handler gives (``logging.LoggerAdapter`` alone would drop those)."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), **(self.extra or {})}
+        return msg, kwargs
 
 
 @dataclass

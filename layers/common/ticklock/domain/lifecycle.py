@@ -26,7 +26,7 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.handlers import Handler, HandlerContext, Registry
+from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Trigger
 from ticklock.domain.retry import RunOutcome, run_with_retries
@@ -265,7 +265,7 @@ class TaskRunner:
     # -- step 3 -----------------------------------------------------------------------------------
     def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any]) -> RunOutcome:
         job = fire.job
-        adapter = logging.LoggerAdapter(
+        adapter = FireLogger(
             logging.getLogger(f"ticklock.handler.{handler.name}"),
             {"job_id": job.id, "fire_time": fields["fire_time"], "execution_id": execution.id},
         )

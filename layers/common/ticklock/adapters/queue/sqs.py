@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from ticklock.domain.jobs import Fire, Job, Lease, Trigger
-from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
+from ticklock.adapters.records import ISO, fire_from_record, fire_record
+from ticklock.domain.jobs import Fire
 from ticklock.errors import QueueUnavailable
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
@@ -31,66 +30,25 @@ def sqs_client(endpoint_url: str | None = None) -> Any:
     return boto3.client("sqs", region_name=region, endpoint_url=endpoint_url, config=config)
 
 
+VERSION = 2  # 2: the job as the shared record (flat lease fields); 1 is still read
+
+
 def encode_fire(fire: Fire) -> str:
-    job = fire.job
-    lease = job.lease
-    return json.dumps(
-        {
-            "v": 1,
-            "scheduled_at": fire.scheduled_at.isoformat(),
-            "trigger": fire.trigger.value,
-            "lease_token": fire.lease_token,
-            "job": {
-                "id": job.id,
-                "name": job.name,
-                "handler": job.handler,
-                "schedule": schedule_to_dict(job.schedule),
-                "payload": dict(job.payload),
-                "timeout": job.timeout,
-                "max_retries": job.max_retries,
-                "enabled": job.enabled,
-                "version": job.version,
-                "next_run_at": job.next_run_at.isoformat() if job.next_run_at else None,
-                "trigger_at": job.trigger_at.isoformat() if job.trigger_at else None,
-                "created_at": job.created_at.isoformat(),
-                "updated_at": job.updated_at.isoformat(),
-                "lease": {"token": lease.token, "owner": lease.owner, "until": lease.until.isoformat()}
-                if lease
-                else None,
-            },
-        },
-        separators=(",", ":"),
-    )
+    """The fire as a message: the shared record (``adapters/records.py``) with RFC 3339 times."""
+    return json.dumps({"v": VERSION, **fire_record(fire, ISO)}, separators=(",", ":"))
 
 
 def decode_fire(body: str) -> Fire:
     """The fire a message carries. Raises ``ValueError`` (or ``KeyError``) on a malformed message."""
     data = json.loads(body)
-    if data.get("v") != 1:
+    if data.get("v") == 1:  # sent before version 2, still in the queue during a deployment
+        job = dict(data["job"])
+        lease = job.pop("lease", None) or {}
+        job.update(lease_token=lease.get("token"), lease_owner=lease.get("owner"), lease_until=lease.get("until"))
+        data = {**data, "job": job}
+    elif data.get("v") != VERSION:
         raise ValueError(f"unknown fire message version {data.get('v')!r}")
-    j = data["job"]
-    lease = j.get("lease")
-    job = Job(
-        id=j["id"],
-        name=j["name"],
-        handler=j["handler"],
-        schedule=schedule_from_dict(j["schedule"]),
-        payload=j["payload"],
-        timeout=float(j["timeout"]),
-        max_retries=int(j["max_retries"]),
-        enabled=bool(j["enabled"]),
-        version=int(j["version"]),
-        next_run_at=_time(j["next_run_at"]),
-        trigger_at=_time(j["trigger_at"]),
-        created_at=datetime.fromisoformat(j["created_at"]),
-        updated_at=datetime.fromisoformat(j["updated_at"]),
-        lease=Lease(lease["token"], lease["owner"], datetime.fromisoformat(lease["until"])) if lease else None,
-    )
-    return Fire(job, datetime.fromisoformat(data["scheduled_at"]), Trigger(data["trigger"]), data["lease_token"])
-
-
-def _time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
+    return fire_from_record(data, ISO)
 
 
 class SQSQueue:

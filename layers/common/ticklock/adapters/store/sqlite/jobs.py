@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 from ticklock.adapters.store.sqlite.connection import Connection
-from ticklock.adapters.store.sqlite.rows import job_from_row, job_row, us
+from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
 from ticklock.domain.jobs import Job
-from ticklock.domain.schedules import schedule_to_dict
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 
 
@@ -76,26 +74,10 @@ class Jobs(Connection):
                         f"expected {expected_version}); fetch it and try again"
                     )
                 stored = job.with_changes(version=expected_version + 1, lease=current.lease)
+                values = job_values(stored, stored.updated_at)
                 conn.execute(
-                    "UPDATE jobs SET name=?, handler=?, schedule=?, payload=?, timeout=?, max_retries=?, "
-                    "enabled=?, next_run_at=?, trigger_at=?, due_at=?, version=?, updated_at=?, disabled_reason=? "
-                    "WHERE id=?",
-                    (
-                        stored.name,
-                        stored.handler,
-                        json.dumps(schedule_to_dict(stored.schedule)),
-                        json.dumps(stored.payload),
-                        stored.timeout,
-                        stored.max_retries,
-                        int(stored.enabled),
-                        us(stored.next_run_at),
-                        us(stored.trigger_at),
-                        us(stored.due_at(stored.updated_at)),
-                        stored.version,
-                        us(stored.updated_at),
-                        stored.disabled_reason,
-                        stored.id,
-                    ),
+                    f"UPDATE jobs SET {', '.join(f'{c}=?' for c in DEFINITION_COLUMNS)} WHERE id=?",
+                    (*(values[c] for c in DEFINITION_COLUMNS), stored.id),
                 )
         except sqlite3.IntegrityError as exc:
             raise DuplicateJobName(job.name) from exc

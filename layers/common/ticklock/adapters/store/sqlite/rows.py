@@ -1,4 +1,5 @@
-"""A job and an execution as SQLite rows and back. Times are integer microseconds since the epoch (UTC)."""
+"""A job and an execution as SQLite rows and back: the shared records (``adapters/records.py``) in column
+order, with times as integer microseconds since the epoch (UTC) and the schedule and payload as JSON."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from ticklock.domain.jobs import Execution, ExecutionStatus, Job, Lease, Trigger
-from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
+from ticklock.adapters.records import (
+    DEFINITION_FIELDS,
+    EXECUTION_FIELDS,
+    Times,
+    execution_from_record,
+    execution_record,
+    job_from_record,
+    job_record,
+)
+from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
+from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.schedules import Schedule, schedule_from_dict
 
 
 def us(moment: datetime | None) -> int | None:
@@ -37,27 +48,24 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+MICROS = Times(us, from_us)
+JOB_COLUMN_NAMES = tuple(c.strip() for c in JOB_COLUMNS.split(","))
+DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's definition rewrites
+
+
+def job_values(job: Job, now: datetime) -> dict[str, Any]:
+    """The job's columns by name: the shared record, its schedule and payload as JSON text, and ``due_at``."""
+    values = job_record(job, MICROS)
+    values["schedule"] = json.dumps(values["schedule"])
+    values["payload"] = json.dumps(values["payload"])
+    values["enabled"] = int(job.enabled)
+    values["due_at"] = us(job.due_at(now))
+    return values
+
+
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
-    return (
-        job.id,
-        job.name,
-        job.handler,
-        json.dumps(schedule_to_dict(job.schedule)),
-        json.dumps(job.payload),
-        job.timeout,
-        job.max_retries,
-        int(job.enabled),
-        us(job.next_run_at),
-        us(job.trigger_at),
-        us(job.due_at(now)),
-        job.lease.token if job.lease else None,
-        job.lease.owner if job.lease else None,
-        us(job.lease.until) if job.lease else None,
-        job.version,
-        us(job.created_at),
-        us(job.updated_at),
-        job.disabled_reason,
-    )
+    values = job_values(job, now)
+    return tuple(values[c] for c in JOB_COLUMN_NAMES)
 
 
 @lru_cache(maxsize=4096)
@@ -67,63 +75,14 @@ def schedule_from_text(text: str) -> Schedule:
 
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
-    lease = Lease(row[11], row[12], from_us(row[13])) if row[11] else None
-    return Job(
-        id=row[0],
-        name=row[1],
-        handler=row[2],
-        schedule=schedule_from_text(row[3]),
-        payload=json.loads(row[4]),
-        timeout=row[5],
-        max_retries=row[6],
-        enabled=bool(row[7]),
-        next_run_at=from_us_or_none(row[8]),
-        trigger_at=from_us_or_none(row[9]),
-        lease=lease,
-        version=row[14],
-        created_at=from_us(row[15]),
-        updated_at=from_us(row[16]),
-        disabled_reason=row[17],
-    )
+    record = dict(zip(JOB_COLUMN_NAMES, row, strict=True))
+    return job_from_record(record, MICROS, schedule=schedule_from_text, payload=json.loads)
 
 
 def execution_row(e: Execution) -> tuple[Any, ...]:
-    return (
-        e.id,
-        e.job_id,
-        e.fire_key,
-        e.handler,
-        e.trigger.value,
-        us(e.scheduled_at),
-        us(e.started_at),
-        us(e.deadline_at),
-        e.run_token,
-        e.owner,
-        e.status.value,
-        e.attempts,
-        e.resumes,
-        us(e.finished_at),
-        e.duration,
-        e.error,
-    )
+    values = execution_record(e, MICROS)
+    return tuple(values[c] for c in EXECUTION_FIELDS)
 
 
 def execution_from_row(row: tuple[Any, ...]) -> Execution:
-    return Execution(
-        id=row[0],
-        job_id=row[1],
-        fire_key=row[2],
-        handler=row[3],
-        trigger=Trigger(row[4]),
-        scheduled_at=from_us(row[5]),
-        started_at=from_us(row[6]),
-        deadline_at=from_us(row[7]),
-        run_token=row[8],
-        owner=row[9],
-        status=ExecutionStatus(row[10]),
-        attempts=row[11],
-        resumes=row[12],
-        finished_at=from_us_or_none(row[13]),
-        duration=row[14],
-        error=row[15],
-    )
+    return execution_from_record(dict(zip(EXECUTION_FIELDS, row, strict=True)), MICROS)

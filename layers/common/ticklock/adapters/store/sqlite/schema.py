@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ticklock.adapters.records import EXECUTION_FIELDS
+
 SCHEMA_VERSION = 2  # 2: jobs.disabled_reason
 SCHEMA = [
     """
@@ -54,7 +56,4 @@ JOB_COLUMNS = (
     "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
-EXEC_COLUMNS = (
-    "id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at, run_token, "
-    "owner, status, attempts, resumes, finished_at, duration, error"
-)
+EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

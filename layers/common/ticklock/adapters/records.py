@@ -1,0 +1,191 @@
+"""A job, a fire and an execution as flat records of plain values: the one mapping of their fields that the
+SQLite row, the MongoDB document and the SQS message share. Each of those says only how it writes a time
+(``Times``) and what it changes on top (a column's text, ``_id``, its own bookkeeping fields).
+
+A record's keys are the fields' names as every store spells them; the lease is three fields
+(``lease_token``, ``lease_owner``, ``lease_until``), all None without a lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
+from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
+
+JOB_FIELDS = (
+    "id",
+    "name",
+    "handler",
+    "schedule",
+    "payload",
+    "timeout",
+    "max_retries",
+    "enabled",
+    "next_run_at",
+    "trigger_at",
+    "lease_token",
+    "lease_owner",
+    "lease_until",
+    "version",
+    "created_at",
+    "updated_at",
+    "disabled_reason",
+)
+# what a change to a job's definition writes (PATCH, pause, resume): not its id, creation or lease
+DEFINITION_FIELDS = tuple(
+    f for f in JOB_FIELDS if f not in ("id", "created_at", "lease_token", "lease_owner", "lease_until")
+)
+EXECUTION_FIELDS = (
+    "id",
+    "job_id",
+    "fire_key",
+    "handler",
+    "trigger",
+    "scheduled_at",
+    "started_at",
+    "deadline_at",
+    "run_token",
+    "owner",
+    "status",
+    "attempts",
+    "resumes",
+    "finished_at",
+    "duration",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class Times:
+    """How a record writes a time, and reads it back: aware UTC datetimes in and out."""
+
+    encode: Callable[[datetime], Any]
+    decode: Callable[[Any], datetime]
+
+    def out(self, moment: datetime | None) -> Any:
+        return None if moment is None else self.encode(moment)
+
+    def back(self, value: Any) -> datetime | None:
+        return None if value is None else self.decode(value)
+
+
+def job_record(job: Job, times: Times) -> dict[str, Any]:
+    """Every field of ``job`` (``JOB_FIELDS``), with the schedule as its dict and the payload as a dict."""
+    lease = job.lease
+    return {
+        "id": job.id,
+        "name": job.name,
+        "handler": job.handler,
+        "schedule": schedule_to_dict(job.schedule),
+        "payload": dict(job.payload),
+        "timeout": job.timeout,
+        "max_retries": job.max_retries,
+        "enabled": job.enabled,
+        "next_run_at": times.out(job.next_run_at),
+        "trigger_at": times.out(job.trigger_at),
+        "lease_token": lease.token if lease else None,
+        "lease_owner": lease.owner if lease else None,
+        "lease_until": times.encode(lease.until) if lease else None,
+        "version": job.version,
+        "created_at": times.encode(job.created_at),
+        "updated_at": times.encode(job.updated_at),
+        "disabled_reason": job.disabled_reason,
+    }
+
+
+def job_from_record(
+    record: Mapping[str, Any],
+    times: Times,
+    *,
+    schedule: Callable[[Any], Schedule] = schedule_from_dict,
+    payload: Callable[[Any], Mapping[str, Any]] = dict,
+) -> Job:
+    """The job a record holds; ``schedule`` and ``payload`` read those two fields as the record keeps them."""
+    token = record.get("lease_token")  # .get: the fields a document written before them lacks
+    return Job(
+        id=record["id"],
+        name=record["name"],
+        handler=record["handler"],
+        schedule=schedule(record["schedule"]),
+        payload=payload(record["payload"]),
+        timeout=float(record["timeout"]),
+        max_retries=int(record["max_retries"]),
+        enabled=bool(record["enabled"]),
+        next_run_at=times.back(record.get("next_run_at")),
+        trigger_at=times.back(record.get("trigger_at")),
+        lease=Lease(token, record["lease_owner"], times.decode(record["lease_until"])) if token else None,
+        version=int(record["version"]),
+        created_at=times.decode(record["created_at"]),
+        updated_at=times.decode(record["updated_at"]),
+        disabled_reason=record.get("disabled_reason"),
+    )
+
+
+def fire_record(fire: Fire, times: Times) -> dict[str, Any]:
+    """A fire: the job as claimed, when it is for, why, and the claim's token."""
+    return {
+        "scheduled_at": times.encode(fire.scheduled_at),
+        "trigger": fire.trigger.value,
+        "lease_token": fire.lease_token,
+        "job": job_record(fire.job, times),
+    }
+
+
+def fire_from_record(record: Mapping[str, Any], times: Times) -> Fire:
+    return Fire(
+        job_from_record(record["job"], times),
+        times.decode(record["scheduled_at"]),
+        Trigger(record["trigger"]),
+        record["lease_token"],
+    )
+
+
+def execution_record(e: Execution, times: Times) -> dict[str, Any]:
+    """Every field of an execution (``EXECUTION_FIELDS``)."""
+    return {
+        "id": e.id,
+        "job_id": e.job_id,
+        "fire_key": e.fire_key,
+        "handler": e.handler,
+        "trigger": e.trigger.value,
+        "scheduled_at": times.encode(e.scheduled_at),
+        "started_at": times.encode(e.started_at),
+        "deadline_at": times.encode(e.deadline_at),
+        "run_token": e.run_token,
+        "owner": e.owner,
+        "status": e.status.value,
+        "attempts": e.attempts,
+        "resumes": e.resumes,
+        "finished_at": times.out(e.finished_at),
+        "duration": e.duration,
+        "error": e.error,
+    }
+
+
+def execution_from_record(record: Mapping[str, Any], times: Times) -> Execution:
+    return Execution(
+        id=record["id"],
+        job_id=record["job_id"],
+        fire_key=record["fire_key"],
+        handler=record["handler"],
+        trigger=Trigger(record["trigger"]),
+        scheduled_at=times.decode(record["scheduled_at"]),
+        started_at=times.decode(record["started_at"]),
+        deadline_at=times.decode(record["deadline_at"]),
+        run_token=record["run_token"],
+        owner=record["owner"],
+        status=ExecutionStatus(record["status"]),
+        attempts=record["attempts"],
+        resumes=record["resumes"],
+        finished_at=times.back(record.get("finished_at")),
+        duration=record.get("duration"),
+        error=record.get("error"),
+    )
+
+
+ISO = Times(datetime.isoformat, datetime.fromisoformat)
+"""RFC 3339 text (the SQS message)."""

@@ -13,8 +13,8 @@ from ticklock.settings import SETTINGS, Settings, markdown_table
 
 BY_NAME = {s.name: s for s in SETTINGS}
 
-# Values each setting must refuse. Settings that accept anything (api_token, owner, handler_modules)
-# have no entry.
+# Values each setting must refuse. Settings that accept anything (api_token, owner, handler_modules,
+# webhook_secret) have no entry.
 BAD_VALUES: dict[str, list[str]] = {
     "db": ["", "   "],
     "host": ["", "  "],
@@ -37,6 +37,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "push_interval": ["0", "3601", "often"],
     "metrics_stale_after": ["5", "86401", "x"],
     "lock_failure": ["retry", ""],
+    "webhook_timeout": ["0", "300.5", "soon", "nan"],
     "log_level": ["verbose", "trace", ""],
     "log_format": ["xml", ""],
 }
@@ -226,15 +227,19 @@ def test_range_bounds_are_inclusive(name: str, value: str, expected: object) -> 
     assert getattr(s, name) == expected
 
 
-def test_as_dict_hides_the_api_token_and_the_email_url() -> None:
+def test_as_dict_hides_the_api_token_the_email_url_and_the_webhook_key() -> None:
     s = Settings.load(
-        environ={"TICKLOCK_API_TOKEN": "secret-value", "TICKLOCK_EMAIL": "smtp://me:mail-password@mail:587"}
+        environ={
+            "TICKLOCK_API_TOKEN": "secret-value",
+            "TICKLOCK_EMAIL": "smtp://me:mail-password@mail:587",
+            "TICKLOCK_WEBHOOK_SECRET": "hook-key",
+        }
     )
     data = s.as_dict()
     assert "api_token" not in data
-    assert "secret-value" not in repr(data) and "mail-password" not in repr(data)
+    assert "secret-value" not in repr(data) and "mail-password" not in repr(data) and "hook-key" not in repr(data)
     assert data["port"] == 8080
-    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email"} | {"plugins"}
+    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email", "webhook_secret"} | {"plugins"}
 
 
 def test_email_is_smtp_or_ses_or_nothing() -> None:

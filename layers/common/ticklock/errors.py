@@ -91,3 +91,7 @@ class QueueUnavailable(TicklockError):
 
 class EmailUnavailable(TicklockError):
     """An ``EmailSender`` could not hand the email over (the server refused it, or did not answer)."""
+
+
+class WebhookUnavailable(TicklockError):
+    """A ``WebhookSender`` could not deliver the call (no answer in time, or an answer other than 2xx)."""

@@ -17,7 +17,7 @@ It provides, all but ``register`` optional:
 - **health checks**: ``health(context)`` returns checks that ``GET /health`` runs with the store's.
 
 Each of them gets a ``Context``: the plug-in's own ``config``, what it may know of the engine's
-configuration (``EngineSettings``) and the engine's notifiers (``email()``). A handler gets a
+configuration (``EngineSettings``) and the engine's notifiers (``email()``, ``webhook()``). A handler gets a
 ``HandlerContext`` (re-exported here with ``Registry``). A plug-in imports only this module,
 ``ticklock.domain``, ``ticklock.ports`` and ``ticklock.errors``; nothing in ticklock imports a plug-in.
 
@@ -37,7 +37,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.errors import ConfigError
-from ticklock.ports import EmailSender
+from ticklock.ports import EmailSender, WebhookSender
 
 __all__ = [
     "GROUP",
@@ -196,6 +196,10 @@ def _no_email() -> EmailSender | None:
     return None
 
 
+def _no_webhook() -> WebhookSender:
+    raise RuntimeError("this context has no webhook sender (a test's, or a script's)")
+
+
 @dataclass(frozen=True)
 class Context(Generic[C]):
     """What the engine hands a plug-in: its own settings, the engine's, and the engine's notifiers."""
@@ -204,6 +208,8 @@ class Context(Generic[C]):
     engine: EngineSettings
     email: Callable[[], EmailSender | None] = _no_email
     """The email sender ``TICKLOCK_EMAIL`` configures (built once, on first call), or None when email is off."""
+    webhook: Callable[[], WebhookSender] = _no_webhook
+    """The webhook sender (``TICKLOCK_WEBHOOK_*``: signed JSON POSTs), built once, on first call."""
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ adapter. Times passed in and returned are aware UTC datetimes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Execution, Fire, Job
@@ -224,4 +224,15 @@ class EmailSender(Protocol):
     async def send(self, to: str, subject: str, body: str) -> None:
         """Send one plain-text email; raise ``EmailUnavailable`` when it was not taken (the caller keeps
         it to try again)."""
+        ...
+
+
+class WebhookSender(Protocol):
+    """Posts a JSON document to a URL: the engine's other notifier. Adapter: ``adapters/webhook/http.py``,
+    configured by ``TICKLOCK_WEBHOOK_*`` through ``adapters.webhook.webhook_from``."""
+
+    async def post(self, url: str, document: Mapping[str, Any]) -> None:
+        """POST ``document`` as JSON, signed; return once the receiver answered 2xx, else raise
+        ``WebhookUnavailable`` (the caller keeps it to try again). Raises ``ValueError`` for a URL that is
+        not http(s)."""
         ...

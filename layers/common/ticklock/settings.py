@@ -149,6 +149,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("email_from", "ticklock@localhost", text, "the From address of the emails ticklock sends"),
     Setting(
+        "webhook_secret",
+        "",
+        optional_text,
+        "the key the webhook notifier signs its calls with (HMAC-SHA256); empty = unsigned",
+        secret=True,
+    ),
+    Setting("webhook_timeout", "10", number(0.1, 300.0), "seconds a webhook call may take, all of it"),
+    Setting(
         "system_jobs",
         ALL,
         names,
@@ -203,6 +211,8 @@ class Settings:
     lock_failure: str
     email: str
     email_from: str
+    webhook_secret: str | None
+    webhook_timeout: float
     system_jobs: tuple[str, ...]
     handler_modules: tuple[str, ...]
     log_level: str

@@ -13,12 +13,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ticklock.adapters.email import sender_from
+from ticklock.adapters.webhook import webhook_from
 from ticklock.domain.handlers import Registry
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import ConfigError, TicklockError
 from ticklock.plugin import Context, HealthCheck, Plugin, SystemJob, discover
-from ticklock.ports import EmailSender
+from ticklock.ports import EmailSender, WebhookSender
 from ticklock.settings import ALL, Settings
 
 log = logging.getLogger("ticklock.plugins")
@@ -30,12 +31,16 @@ class Plugins:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.email = functools.cache(self._email)
+        self.webhook = functools.cache(self._webhook)
         self.bound: list[tuple[Plugin[Any], Context[Any]]] = [
-            (p, Context(settings.sections.get(p.name), settings, self.email)) for p in settings.plugins
+            (p, Context(settings.sections.get(p.name), settings, self.email, self.webhook)) for p in settings.plugins
         ]
 
     def _email(self) -> EmailSender | None:
         return sender_from(self.settings)
+
+    def _webhook(self) -> WebhookSender:
+        return webhook_from(self.settings)
 
     def registry(self) -> Registry:
         """A registry with every plug-in's handlers. Raises ``DuplicateHandler`` or ``ConfigError``."""

@@ -8,10 +8,11 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, Serve, run_cli, wait_for
+from tests.e2e.conftest import REPO, Serve, free_port, run_cli, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -62,3 +63,11 @@ def test_without_it_the_engine_knows_nothing_of_it(start: Callable[..., Serve]) 
     assert "hello.greet" not in {h["name"] for h in serve.client.get("/handlers").json()}
     assert not [j for j in serve.client.get("/jobs").json()["items"] if j["name"].startswith("system:hello")]
     assert serve.terminate() == 0
+
+
+def test_a_system_job_no_plugin_declares_stops_the_start_with_a_message(installed: str, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": installed, "TICKLOCK_SYSTEM_JOBS": "nope", "TICKLOCK_DB": str(tmp_path / "t.db")}
+    done = run_cli("serve", "--port", str(free_port()), env=env)
+    assert done.returncode == 2, done.stderr
+    assert "ticklock: error: TICKLOCK_SYSTEM_JOBS: no system job 'nope'; known: " in done.stderr
+    assert "hello.greet" in done.stderr and "Traceback" not in done.stderr

@@ -107,8 +107,10 @@ def test_only_http_urls_are_called(url: str) -> None:
 
 
 def test_a_document_that_is_not_json_is_refused(receiver: Receiver) -> None:
-    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+    with pytest.raises(ValueError, match="must be JSON: Out of range float values are not JSON compliant"):
         asyncio.run(HttpWebhook().post(receiver.url, {"x": float("nan")}))
+    with pytest.raises(ValueError, match="must be JSON: Object of type object is not JSON serializable"):
+        asyncio.run(HttpWebhook().post(receiver.url, {"x": object()}))
     assert receiver.calls == []
 
 

@@ -243,7 +243,7 @@ def test_a_register_that_fails_names_its_plugin() -> None:
         raise KeyError("missing")
 
     settings = Settings.load(environ={}, plugins=(Plugin(name="broken", register=broken, origin="here"),))
-    with pytest.raises(ConfigError, match=re.escape("plug-in 'broken' (here) failed to register: 'missing'")):
+    with pytest.raises(ConfigError, match=re.escape("plug-in 'broken' (here) failed in its register: 'missing'")):
         Plugins(settings).registry()
 
 
@@ -357,3 +357,133 @@ def test_a_handlers_log_fields_are_kept_beside_the_fires(caplog: pytest.LogCaptu
         logger.info("greeted", extra={"said": "hi", "job_id": "not the fire's"})
     [record] = caplog.records
     assert (record.said, record.job_id, record.execution_id) == ("hi", "j1", "e1")  # type: ignore[attr-defined]
+
+
+# -- a plug-in's bugs stop the start with its name on them ------------------------------------------------
+
+
+def _bound(**parts: Any) -> Plugins:
+    plugin = Plugin(name="buggy", register=lambda r, c: None, origin="tests", **parts)
+    return Plugins(Settings.load(environ={}, plugins=(plugin,)))
+
+
+def _raise(context: Context[None]) -> list[Any]:
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    ("parts", "call", "message"),
+    [
+        ({"health": _raise}, "health_checks", "plug-in 'buggy' (tests) failed in its health: boom"),
+        ({"health": lambda c: ["not a check"]}, "health_checks", "'not a check' is not a ticklock.plugin.HealthCheck"),
+        (
+            {"health": lambda c: [HealthCheck("x", lambda: None), HealthCheck("x", lambda: None)]},
+            "health_checks",
+            "plug-in 'buggy' declares the health check 'x' twice",
+        ),
+        ({"system_jobs": _raise}, "declared", "plug-in 'buggy' (tests) failed in its system_jobs: boom"),
+        ({"system_jobs": lambda c: [("a", 1)]}, "declared", "('a', 1) is not a ticklock.plugin.SystemJob"),
+        (
+            {"system_jobs": lambda c: [SystemJob("a", every=0.5)]},
+            "declared",
+            "system job 'a' runs every whole number of seconds (at least 1), got 0.5",
+        ),
+        (
+            {"system_jobs": lambda c: [SystemJob("a", every=1), SystemJob("a", every=2)]},
+            "declared",
+            "the system job 'a' is declared twice: by 'buggy' and by 'buggy'",
+        ),
+    ],
+)
+def test_a_plugins_callback_that_fails_is_a_config_error(parts: dict[str, Any], call: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        getattr(_bound(**parts), call)()
+
+
+def test_a_config_that_refuses_its_settings_is_a_config_error() -> None:
+    def config(**values: Any) -> Any:
+        raise ValueError("no thanks")
+
+    picky = Plugin(name="picky", register=_register, settings=(Setting("a", "1", integer(0, 9), "a"),), config=config)
+    with pytest.raises(ConfigError, match=re.escape("plug-in 'picky': its config refused its settings: no thanks")):
+        Settings.load(environ={}, plugins=(picky,))
+
+
+def test_a_parser_that_raises_something_else_still_names_the_variable() -> None:
+    def parse(raw: str) -> str:
+        raise KeyError(raw)
+
+    odd = Plugin(name="odd", register=_register, settings=(Setting("a", "x", parse, "a"),), config=lambda a: a)
+    with pytest.raises(ConfigError, match="TICKLOCK_ODD_A: 'x'"):
+        Settings.load(environ={}, plugins=(odd,))
+
+
+def test_a_system_job_whose_handler_nobody_registered_is_a_config_error(service: JobService) -> None:
+    ghost: Plugin[None] = Plugin(
+        name="ghost", register=lambda r, c: None, system_jobs=lambda c: [SystemJob("ghost.run", every=60)]
+    )
+    with pytest.raises(ConfigError, match=r"the system job 'system:ghost\.run' cannot be created: .*ghost\.run"):
+        Plugins(Settings.load(environ={}, plugins=(ghost,))).seed(service)
+
+
+def test_all_is_read_in_any_case(service: JobService) -> None:
+    Plugins(load({"TICKLOCK_SYSTEM_JOBS": "ALL"})).seed(service)
+    assert [j.name for j in service.store.list_jobs()] == ["system:shop.sync"]
+
+
+def test_an_older_flag_wins_over_the_new_variable() -> None:
+    moved = Plugin(
+        name="m2",
+        register=_register,
+        settings=(Setting("url", "", http_url, "u", aliases=("old_url",)),),
+        config=lambda url: url,
+    )
+    s = Settings.load(
+        environ={"TICKLOCK_M2_URL": "https://env.test"}, overrides={"old_url": "https://flag.test"}, plugins=(moved,)
+    )
+    assert s.section("m2") == "https://flag.test"
+
+
+def test_the_older_group_may_name_a_plugin_object_or_a_module(modules: Path) -> None:
+    write(modules, "tl_say_legacy", PLUGIN_MODULE + "\n    X = 1\n")
+    info = modules / "tl_legacy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tl_legacy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ticklock.handlers]\nsay = tl_say_legacy:plugin\nbad = tl_say_legacy:X\n")
+    import importlib
+
+    importlib.invalidate_caches()
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("handler plug-in 'bad' (tl_say_legacy:X): its register(registry) is not a function (got int)"),
+    ):
+        discover()
+    (info / "entry_points.txt").write_text("[ticklock.handlers]\nsay = tl_say_legacy:plugin\n")
+    [say] = [p for p in discover() if p.name == "say"]
+    assert say.config is not None and say.settings[0].name == "word"
+    (info / "entry_points.txt").write_text("[ticklock.handlers]\nwhole = tl_say_legacy\n")
+    [whole] = [p for p in discover() if p.name == "say"]  # a module with a plugin object: that plug-in
+    assert whole.origin.startswith("handler plug-in 'whole'")
+
+
+def test_health_asks_every_check_at_once(tmp_path: Path) -> None:
+    release = threading.Event()
+    started: list[str] = []
+
+    def slow(name: str) -> HealthCheck:
+        def check() -> str | None:
+            started.append(name)
+            release.wait(30)
+            return None
+
+        return HealthCheck(name, check)
+
+    try:
+        _, body = health([slow("a.one"), slow("a.two")], tmp_path)
+    finally:
+        release.set()
+    assert sorted(started) == ["a.one", "a.two"]  # the second was asked before the first gave up
+    assert [c["error"] for c in body["checks"]] == [
+        "a.one did not answer within 1 s",
+        "a.two did not answer within 1 s",
+    ]

@@ -1,14 +1,16 @@
 """One serialisation of a job, a fire and an execution (``adapters/records.py``) under the SQLite row, the
 MongoDB document and the SQS message: the same fields in each, each with its own time encoding, and every
-value back as it went in (the v1 fire message, still in a queue during a deployment, too)."""
+value back as it went in; the fire message in the layout the release before wrote (v1), and v2 read too."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ticklock.adapters.queue.sqs import decode_fire, encode_fire
-from ticklock.adapters.records import EXECUTION_FIELDS, JOB_FIELDS
+from ticklock.adapters.records import EXECUTION_FIELDS, ISO, JOB_FIELDS, fire_record
 from ticklock.adapters.store.mongo.documents import execution_doc, execution_from_doc, job_doc, job_from_doc
 from ticklock.adapters.store.sqlite.rows import (
     JOB_COLUMN_NAMES,
@@ -62,7 +64,9 @@ EXECUTION = Execution(
 def test_every_encoding_holds_the_same_fields() -> None:
     assert set(JOB_COLUMN_NAMES) == {*JOB_FIELDS, "due_at"}
     assert set(job_doc(JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} | {"_id"}
-    assert set(json.loads(encode_fire(Fire(JOB, AT, Trigger.SCHEDULE, "tok")))["job"]) == set(JOB_FIELDS)
+    message = json.loads(encode_fire(Fire(JOB, AT, Trigger.SCHEDULE, "tok")))
+    lease = {"lease_token", "lease_owner", "lease_until"}
+    assert message["v"] == 1 and set(message["job"]) == set(JOB_FIELDS) - lease | {"lease"}  # v1's layout
     assert EXEC_COLUMNS.split(", ") == list(EXECUTION_FIELDS)
     assert set(execution_doc(EXECUTION)) == {*EXECUTION_FIELDS} - {"id"} | {"_id"}
 
@@ -76,19 +80,24 @@ def test_each_gives_back_what_it_was_given() -> None:
     assert execution_from_doc(execution_doc(EXECUTION)) == EXECUTION
 
 
-def test_a_version_1_fire_message_is_still_read() -> None:
-    fire = Fire(JOB.with_changes(payload={"a": 1}), AT, Trigger.SCHEDULE, "tok")
-    current = json.loads(encode_fire(fire))
-    job = current["job"]
-    old = {
-        "v": 1,
-        "scheduled_at": current["scheduled_at"],
-        "trigger": "schedule",
-        "lease_token": "tok",
-        "job": {
-            **{k: v for k, v in job.items() if not k.startswith("lease_") and k != "disabled_reason"},
-            "lease": {"token": job["lease_token"], "owner": job["lease_owner"], "until": job["lease_until"]},
-        },
-    }
-    assert decode_fire(json.dumps(old)) == fire
-    assert current["v"] == 2
+V1 = (  # a message as the release before wrote it (81c8d18's encode_fire), one with a lease and one without
+    '{"v":1,"scheduled_at":"2026-06-01T12:00:00+00:00","trigger":"schedule","lease_token":"t1","job":{"id":"j1",'
+    '"name":"heartbeat","handler":"noop","schedule":{"kind":"interval","seconds":60},"payload":{"k":[1]},'
+    '"timeout":10.0,"max_retries":0,"enabled":true,"version":3,"next_run_at":"2026-06-01T12:00:00+00:00",'
+    '"trigger_at":null,"created_at":"2026-06-01T11:00:00+00:00","updated_at":"2026-06-01T11:30:00+00:00",'
+    '"lease":LEASE}}'
+)
+
+
+def test_a_version_1_message_is_read_and_a_version_2_one_too() -> None:
+    noon = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    leased = decode_fire(V1.replace("LEASE", '{"token":"t1","owner":"tick","until":"2026-06-01T12:01:10+00:00"}'))
+    assert leased.job.lease == Lease("t1", "tick", noon + timedelta(seconds=70))
+    assert (leased.scheduled_at, leased.trigger, leased.lease_token) == (noon, Trigger.SCHEDULE, "t1")
+    assert leased.job.payload == {"k": [1]} and leased.job.version == 3 and leased.job.disabled_reason is None
+    assert decode_fire(V1.replace("LEASE", "null")).job.lease is None
+    fire = Fire(JOB, AT, Trigger.MANUAL, "tok")
+    version_2 = json.dumps({"v": 2, **fire_record(fire, ISO)})  # what the next release writes
+    assert decode_fire(version_2) == fire
+    with pytest.raises(ValueError, match="unknown fire message version 3"):
+        decode_fire(json.dumps({"v": 3, **fire_record(fire, ISO)}))

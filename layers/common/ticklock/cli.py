@@ -136,8 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logs.configure(settings.log_level, settings.log_format)
         service = LocalService(settings)
+        service.serve()  # seeds the plug-ins' system jobs before it listens
     except (ConfigError, HandlerError, StoreUnavailable) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    service.serve()
     return 0

@@ -21,9 +21,9 @@ configuration (``EngineSettings``) and the engine's notifiers (``email()``, ``we
 ``HandlerContext`` (re-exported here with ``Registry``). A plug-in imports only this module,
 ``ticklock.domain``, ``ticklock.ports`` and ``ticklock.errors``; nothing in ticklock imports a plug-in.
 
-The older ``ticklock.handlers`` group is still read: each of its entry points (and each module
-``TICKLOCK_HANDLER_MODULES`` names) is a ``register(registry)`` function, or a module with a ``plugin``
-attribute, and becomes a plug-in of handlers alone.
+The older ``ticklock.handlers`` group is still read, and ``TICKLOCK_HANDLER_MODULES`` names modules: each
+names a ``Plugin``, a module with a ``plugin`` object, or a ``register(registry)`` function (a module's
+own ``register``), which becomes a plug-in of handlers alone, named by the entry point or the module.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib.metadata import entry_points
+from types import ModuleType
 from typing import Any, Generic, Protocol, TypeVar
 
 from ticklock.domain.handlers import HandlerContext, Registry
@@ -196,8 +197,8 @@ def _no_email() -> EmailSender | None:
     return None
 
 
-def _no_webhook() -> WebhookSender:
-    raise RuntimeError("this context has no webhook sender (a test's, or a script's)")
+def _no_webhook() -> WebhookSender | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -208,8 +209,9 @@ class Context(Generic[C]):
     engine: EngineSettings
     email: Callable[[], EmailSender | None] = _no_email
     """The email sender ``TICKLOCK_EMAIL`` configures (built once, on first call), or None when email is off."""
-    webhook: Callable[[], WebhookSender] = _no_webhook
-    """The webhook sender (``TICKLOCK_WEBHOOK_*``: signed JSON POSTs), built once, on first call."""
+    webhook: Callable[[], WebhookSender | None] = _no_webhook
+    """The webhook sender (``TICKLOCK_WEBHOOK_*``: signed JSON POSTs; ``await``-ed), built once, on first
+    call. A context the engine builds always has one; a bare ``Context`` (a test's) has none."""
 
 
 @dataclass(frozen=True)
@@ -269,17 +271,25 @@ class Plugin(Generic[C]):
             return None  # type: ignore[return-value]  # a plug-in without settings has no config
         try:
             return self.config(**values)
-        except TypeError as exc:
-            raise ConfigError(f"plug-in {self.name!r}: its config does not take its settings: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a plug-in's bug stops the start with its name on it
+            raise ConfigError(f"plug-in {self.name!r}: its config refused its settings: {exc}") from None
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in name)
 
 
 def _check_plugin(found: object, source: str) -> Plugin[Any]:
     if not isinstance(found, Plugin):
         raise ConfigError(f"{source} is not a ticklock.plugin.Plugin (got {type(found).__name__})")
-    if not found.name or not all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in found.name):
+    if not _valid_name(found.name):
         raise ConfigError(f"{source}: a plug-in's name is lower case letters, digits and _, got {found.name!r}")
+    if not callable(found.register):
+        raise ConfigError(f"{source}: the plug-in's register is not callable")
     seen: set[str] = set()
     for setting in found.settings:
+        if not isinstance(setting, Setting):
+            raise ConfigError(f"plug-in {found.name!r}: {setting!r} is not a ticklock.plugin.Setting")
         if setting.name in seen:
             raise ConfigError(f"plug-in {found.name!r} declares the setting {setting.name!r} twice")
         seen.add(setting.name)
@@ -299,19 +309,32 @@ def _handlers_only(name: str, register: Callable[[Registry], None], source: str)
     return Plugin(name=name, register=adapted, origin=source)
 
 
+def _plugin_of(loaded: object, name: str, source: str) -> Plugin[Any]:
+    """What an older form names, as a plug-in: a ``Plugin``, a module with a ``plugin`` object or a
+    ``register(registry)`` function, or such a function itself."""
+    if isinstance(loaded, Plugin):
+        return _check_plugin(loaded, source)
+    if isinstance(loaded, ModuleType):
+        found = getattr(loaded, "plugin", None)
+        if found is not None:
+            return _check_plugin(found, source)
+        loaded = getattr(loaded, "register", None)
+        if loaded is None:
+            raise ConfigError(f"{source} has no plugin object and no register(registry) function")
+    if not callable(loaded):
+        raise ConfigError(f"{source}: its register(registry) is not a function (got {type(loaded).__name__})")
+    if not _valid_name(name):
+        raise ConfigError(f"{source}: a plug-in's name is lower case letters, digits and _, got {name!r}")
+    return _handlers_only(name, loaded, source)
+
+
 def _from_module(module_name: str) -> Plugin[Any]:
     source = f"TICKLOCK_HANDLER_MODULES: {module_name!r}"
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{source}: cannot import it: {exc}") from exc
-    found = getattr(module, "plugin", None)
-    if found is not None:
-        return _check_plugin(found, source)
-    register = getattr(module, "register", None)
-    if not callable(register):
-        raise ConfigError(f"{source} has no plugin object and no register(registry) function")
-    return _handlers_only(module_name.replace(".", "_").lower(), register, source)
+    return _plugin_of(module, module_name.replace(".", "_").lower(), source)
 
 
 def discover(modules: tuple[str, ...] = ()) -> tuple[Plugin[Any], ...]:
@@ -330,10 +353,10 @@ def discover(modules: tuple[str, ...] = ()) -> tuple[Plugin[Any], ...]:
     for ep in sorted(entry_points(group=LEGACY_GROUP), key=lambda e: e.name):
         source = f"handler plug-in {ep.name!r} ({ep.value})"
         try:
-            register = ep.load()
+            loaded = ep.load()
         except Exception as exc:
             raise ConfigError(f"{source} failed to load: {exc}") from exc
-        found.append(_handlers_only(ep.name, register, source))
+        found.append(_plugin_of(loaded, ep.name, source))
     found.extend(_from_module(name) for name in modules)
     names_seen: dict[str, str] = {}
     for plugin in found:

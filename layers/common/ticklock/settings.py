@@ -144,7 +144,7 @@ SETTINGS: tuple[Setting, ...] = (
         "email",
         "",
         _email,
-        "the engine's email notifier (alert emails): empty = none, smtp://user:pass@host:587, smtps://…:465, or ses",
+        "the engine's email notifier: empty = none, smtp://user:pass@host:587, smtps://…:465, or ses",
         secret=True,
     ),
     Setting("email_from", "ticklock@localhost", text, "the From address of the emails ticklock sends"),
@@ -295,7 +295,11 @@ class Settings:
         """The settings without the secret ones, each plug-in's under ``plugins``."""
         data: dict[str, Any] = {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
         data["plugins"] = {
-            p.name: {s.name: getattr(self.sections[p.name], s.name) for s in p.settings if not s.secret}
+            p.name: {
+                s.name: getattr(self.sections[p.name], s.name)
+                for s in p.settings
+                if not s.secret and hasattr(self.sections[p.name], s.name)
+            }
             for p in self.plugins
             if p.settings
         }
@@ -324,7 +328,7 @@ def _read(
         raw, source = _raw(setting, environ, overrides, deprecated)
         try:
             values[setting.name] = setting.parse(raw)
-        except ValueError as exc:
+        except Exception as exc:  # noqa: BLE001 - ValueError by contract; a plug-in parser's bug is named too
             raise ConfigError(f"{source}: {exc}") from None
     return values
 
@@ -332,19 +336,21 @@ def _read(
 def _raw(
     setting: Setting, environ: Mapping[str, str], overrides: Mapping[str, str], deprecated: list[str]
 ) -> tuple[str, str]:
-    """A setting's text and where it came from: its flag, its variable, an older name, or the default."""
+    """A setting's text and where it came from: its flag, an older flag, its variable, an older variable,
+    or the default (a flag wins over any variable, a new name over an older one)."""
     if setting.key in overrides:
         return overrides[setting.key], setting.flag
-    if setting.env in environ:
-        return environ[setting.env], setting.env
-    for old in setting.aliases:
-        for source, new, raw in (
-            (f"--{old.replace('_', '-')}", setting.flag, overrides.get(old)),
-            (f"{PREFIX}{old.upper()}", setting.env, environ.get(f"{PREFIX}{old.upper()}")),
-        ):
-            if raw is not None:
+    olds = [(f"--{old.replace('_', '-')}", f"{PREFIX}{old.upper()}") for old in setting.aliases]
+    candidates = [
+        *((flag, setting.flag, overrides.get(old)) for (flag, _), old in zip(olds, setting.aliases, strict=True)),
+        (setting.env, None, environ.get(setting.env)),
+        *((env, setting.env, environ.get(env)) for _, env in olds),
+    ]
+    for source, new, raw in candidates:
+        if raw is not None:
+            if new is not None:
                 deprecated.append(f"{source} is deprecated and goes in the next release: use {new}")
-                return raw, source
+            return raw, source
     return setting.default, setting.env
 
 

@@ -1,7 +1,7 @@
 """The handler contract, in the core's own vocabulary: a handler is a callable taking one
 ``HandlerContext``; it may be a plain function or a coroutine function. Raising means failure (and a
 retry while retries and time remain); returning means success. Handlers are registered by name in a
-``Registry`` at boot; how plug-ins are found is ``ticklock.handlers.registry``'s business, above the core.
+``Registry`` at boot; what a plug-in is and how plug-ins are found is ``ticklock.plugin``, above the core.
 """
 
 from __future__ import annotations

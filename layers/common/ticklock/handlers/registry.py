@@ -1,6 +1,7 @@
-"""The handler contract's first home, kept for the plug-ins that import it from here: ``Handler``,
-``HandlerContext``, ``Registry`` live in the core (``ticklock.domain.handlers``); the plug-in contract, and
-how plug-ins are found, is ``ticklock.plugin``.
+"""The handler contract's first home, kept for the plug-ins that import ``Handler``, ``HandlerContext``
+or ``Registry`` from here: they live in the core (``ticklock.domain.handlers``), and are re-exported by
+``ticklock.plugin``, the plug-in contract. ``register_all`` (for tests and scripts) is now
+``ticklock.runtimes.plugins.register_all``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # pymongo is imported only for a MongoDB URL
     ProductStore = SQLiteCatalogueStore | MongoCatalogueStore
 
 _stores: dict[str, ProductStore] = {}
-_stores_mutex = threading.Lock()
+_opening: dict[str, threading.Lock] = {}  # one per URL: opening a MongoDB store (indexes) holds no other
+_mutex = threading.Lock()
 
 
 def open_product_store(url: str) -> ProductStore:
@@ -29,8 +30,10 @@ def open_product_store(url: str) -> ProductStore:
 
 
 def shared_store(url: str) -> ProductStore:
-    """The store at ``url``, opened on first use and then reused."""
-    with _stores_mutex:
+    """The store at ``url``, opened on first use and then reused (a failed open is tried again next time)."""
+    with _mutex:
+        lock = _opening.setdefault(url, threading.Lock())
+    with lock:
         if url not in _stores:
             _stores[url] = open_product_store(url)
         return _stores[url]

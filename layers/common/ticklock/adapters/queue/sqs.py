@@ -30,24 +30,34 @@ def sqs_client(endpoint_url: str | None = None) -> Any:
     return boto3.client("sqs", region_name=region, endpoint_url=endpoint_url, config=config)
 
 
-VERSION = 2  # 2: the job as the shared record (flat lease fields); 1 is still read
+# What runners read: 1 (the lease as one object) and 2 (the shared record's flat lease fields). What the
+# tick writes stays 1 for this release, so that a runner still on the release before, warm during a
+# deployment, reads what a new tick sends; the next release writes 2.
+READS = (1, 2)
+WRITES = 1
 
 
 def encode_fire(fire: Fire) -> str:
-    """The fire as a message: the shared record (``adapters/records.py``) with RFC 3339 times."""
-    return json.dumps({"v": VERSION, **fire_record(fire, ISO)}, separators=(",", ":"))
+    """The fire as a message: the shared record (``adapters/records.py``) with RFC 3339 times, in the
+    layout of version ``WRITES``."""
+    record = fire_record(fire, ISO)
+    if WRITES == 1:
+        job = record["job"]
+        token, owner, until = (job.pop(f"lease_{k}") for k in ("token", "owner", "until"))
+        job["lease"] = {"token": token, "owner": owner, "until": until} if token else None
+    return json.dumps({"v": WRITES, **record}, separators=(",", ":"))
 
 
 def decode_fire(body: str) -> Fire:
     """The fire a message carries. Raises ``ValueError`` (or ``KeyError``) on a malformed message."""
     data = json.loads(body)
-    if data.get("v") == 1:  # sent before version 2, still in the queue during a deployment
+    if data.get("v") not in READS:
+        raise ValueError(f"unknown fire message version {data.get('v')!r}")
+    if data["v"] == 1:
         job = dict(data["job"])
         lease = job.pop("lease", None) or {}
         job.update(lease_token=lease.get("token"), lease_owner=lease.get("owner"), lease_until=lease.get("until"))
         data = {**data, "job": job}
-    elif data.get("v") != VERSION:
-        raise ValueError(f"unknown fire message version {data.get('v')!r}")
     return fire_from_record(data, ISO)
 
 

@@ -49,7 +49,10 @@ class HttpWebhook:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"a webhook URL must be http(s)://host/..., got {url!r}")
-        body = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        try:
+            body = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"a webhook's document must be JSON: {exc}") from None
         headers = {"content-type": "application/json", "user-agent": USER_AGENT}
         if self._secret:
             timestamp = str(int(self._clock()))
@@ -60,6 +63,8 @@ class HttpWebhook:
             async with asyncio.timeout(self._timeout):
                 async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
                     response = await client.post(url, content=body, headers=headers)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"a webhook URL must be http(s)://host/..., got {url!r}: {exc}") from None
         except (TimeoutError, httpx.TimeoutException):
             raise WebhookUnavailable(f"webhook {where} did not answer within {self._timeout:g} s") from None
         except httpx.HTTPError as exc:

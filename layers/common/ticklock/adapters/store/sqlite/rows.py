@@ -33,10 +33,6 @@ def from_us(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
-def from_us_or_none(value: int | None) -> datetime | None:
-    return None if value is None else from_us(value)
-
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

@@ -343,20 +343,14 @@ def discover(modules: tuple[str, ...] = ()) -> tuple[Plugin[Any], ...]:
     process; the entry points are looked up again on each call). Raises
     ``ConfigError`` when one fails to load or two share a name."""
     found: list[Plugin[Any]] = []
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        source = f"plug-in {ep.name!r} ({ep.value})"
-        try:
-            loaded = ep.load()
-        except Exception as exc:
-            raise ConfigError(f"{source} failed to load: {exc}") from exc
-        found.append(_check_plugin(loaded, source))
-    for ep in sorted(entry_points(group=LEGACY_GROUP), key=lambda e: e.name):
-        source = f"handler plug-in {ep.name!r} ({ep.value})"
-        try:
-            loaded = ep.load()
-        except Exception as exc:
-            raise ConfigError(f"{source} failed to load: {exc}") from exc
-        found.append(_plugin_of(loaded, ep.name, source))
+    for group, kind in ((GROUP, "plug-in"), (LEGACY_GROUP, "handler plug-in")):
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            source = f"{kind} {ep.name!r} ({ep.value})"
+            try:
+                loaded = ep.load()
+            except Exception as exc:
+                raise ConfigError(f"{source} failed to load: {exc}") from exc
+            found.append(_check_plugin(loaded, source) if group == GROUP else _plugin_of(loaded, ep.name, source))
     found.extend(_from_module(name) for name in modules)
     names_seen: dict[str, str] = {}
     for plugin in found:

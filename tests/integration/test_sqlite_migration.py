@@ -42,6 +42,8 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     finally:
         store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3  # 3: the fire ledger
+    tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"jobs", "executions", "ledger"} <= tables
     check.close()
     SQLiteStore(path).close()  # opening a migrated file again changes nothing

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.domain.ledger import LedgerEntry
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,28 @@ class Store(Protocol):
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished executions older than ``older_than``, and all but the newest ``keep_per_job``
-        finished ones of each job. Never deletes a RUNNING or INTERRUPTED row. Returns how many went."""
+        finished ones of each job, and the ledger's entries whose last slot is older than ``older_than``.
+        Never deletes a RUNNING or INTERRUPTED row. Returns how many went."""
+        ...
+
+    # -- the fire ledger: the fires that did not run --------------------------------------------------
+    def record_fire(self, entry: LedgerEntry) -> bool:
+        """Insert ``entry`` unless one with its id exists (replicas and retries recording one fire leave
+        one entry); returns whether it was inserted."""
+        ...
+
+    def list_fires(
+        self,
+        job_id: str | None,
+        *,
+        start: datetime,
+        end: datetime,
+        outcome: str | None = None,
+        reason: str | None = None,
+        limit: int = 100,
+    ) -> list[LedgerEntry]:
+        """The entries (of one job, or of all) whose range of slots meets [start, end], filtered by
+        outcome and reason, latest first slot first, at most ``limit``."""
         ...
 
     def ping(self) -> None:

@@ -1,6 +1,7 @@
-"""A job, a fire and an execution as flat records of plain values: the one mapping of their fields that the
-SQLite row, the MongoDB document and the SQS message share. Each of those says only how it writes a time
-(``Times``) and what it changes on top (a column's text, ``_id``, its own bookkeeping fields).
+"""A job, a fire, an execution and a ledger entry as flat records of plain values: the one mapping of
+their fields that the SQLite row, the MongoDB document and the SQS message share. Each of those says
+only how it writes a time (``Times``) and what it changes on top (a column's text, ``_id``, its own
+bookkeeping fields).
 
 A record's keys are the fields' names as every store spells them; the lease is three fields
 (``lease_token``, ``lease_owner``, ``lease_until``), all None without a lease.
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
+from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
 JOB_FIELDS = (
@@ -184,6 +186,49 @@ def execution_from_record(record: Mapping[str, Any], times: Times) -> Execution:
         finished_at=times.back(record.get("finished_at")),
         duration=record.get("duration"),
         error=record.get("error"),
+    )
+
+
+LEDGER_FIELDS = (
+    "id",
+    "job_id",
+    "outcome",
+    "reason",
+    "first_at",
+    "last_at",
+    "count",
+    "capped",
+    "trigger",
+    "recorded_at",
+)
+
+
+def ledger_record(entry: LedgerEntry, times: Times) -> dict[str, Any]:
+    """A fire that did not run (``LEDGER_FIELDS``)."""
+    return {
+        "id": entry.id,
+        "job_id": entry.job_id,
+        "outcome": entry.outcome.value,
+        "reason": entry.reason.value,
+        "first_at": times.encode(entry.first_at),
+        "last_at": times.encode(entry.last_at),
+        "count": entry.count,
+        "capped": entry.capped,
+        "trigger": entry.trigger.value,
+        "recorded_at": times.encode(entry.recorded_at),
+    }
+
+
+def ledger_from_record(record: Mapping[str, Any], times: Times) -> LedgerEntry:
+    return LedgerEntry(
+        job_id=record["job_id"],
+        reason=Reason(record["reason"]),
+        first_at=times.decode(record["first_at"]),
+        last_at=times.decode(record["last_at"]),
+        count=int(record["count"]),
+        recorded_at=times.decode(record["recorded_at"]),
+        trigger=Trigger(record["trigger"]),
+        capped=bool(record["capped"]),
     )
 
 

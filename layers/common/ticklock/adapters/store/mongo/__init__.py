@@ -9,6 +9,9 @@ Documents (times are BSON dates, so millisecond precision; ids are strings):
 * ``executions``: ``_id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at,
   run_token, owner, status, attempts, resumes, finished_at, duration, error``. Indexes: ``fire_key``
   unique (one execution per fire), ``job_id, scheduled_at, _id`` (listing), ``finished_at`` (pruning).
+* ``ledger``: ``_id (<job>:<outcome>:<first slot>), job_id, outcome, reason, first_at, last_at, count,
+  capped, trigger, recorded_at``: the fires that did not run. Indexes: ``job_id, first_at``, ``first_at``,
+  ``last_at`` (pruning).
 
 The claim is three commands per batch: read up to ``limit`` due candidates; insert one *claim mark* per
 candidate into ``claims``, whose ``_id`` is ``<job id>:<seq>`` (``seq`` moves on with every claim,
@@ -33,11 +36,12 @@ from ticklock.adapters.store.mongo.client import CommandCounter, shared_client
 from ticklock.adapters.store.mongo.executions import Executions
 from ticklock.adapters.store.mongo.fires import Fires
 from ticklock.adapters.store.mongo.jobs import Jobs
+from ticklock.adapters.store.mongo.ledger import Ledger
 
 __all__ = ["CommandCounter", "MongoStore", "shared_client"]
 
 
-class MongoStore(Jobs, Fires, Executions):
+class MongoStore(Jobs, Fires, Executions, Ledger):
     """The ``Store`` port on MongoDB: connection.py (client, collections, indexes, errors), jobs.py,
     fires.py (claims, executions' start and finish, grouped advances), executions.py (reads, pruning),
-    over documents.py, group_commit.py and client.py."""
+    ledger.py (the fires that did not run), over documents.py, group_commit.py and client.py."""

@@ -35,6 +35,7 @@ class Connection:
         self.jobs: Collection[Doc] = db["jobs"]
         self.executions: Collection[Doc] = db["executions"]
         self.claims: Collection[Doc] = db["claims"]
+        self.ledger: Collection[Doc] = db["ledger"]
         self._call(self._ensure_indexes)
 
     def _ensure_indexes(self) -> None:
@@ -49,6 +50,9 @@ class Connection:
         )
         self.executions.create_index([("finished_at", ASCENDING)], name="finished")
         self.claims.create_index([("at", ASCENDING)], name="at")
+        self.ledger.create_index([("job_id", ASCENDING), ("first_at", DESCENDING)], name="by_job")
+        self.ledger.create_index([("first_at", DESCENDING)], name="by_time")
+        self.ledger.create_index([("last_at", ASCENDING)], name="last")
 
     def _call(self, func: Callable[[], T]) -> T:
         try:

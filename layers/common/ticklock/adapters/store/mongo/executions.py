@@ -70,6 +70,7 @@ class Executions(Connection):
                 gone += self.executions.delete_many(
                     {**final, "job_id": group["_id"], "_id": {"$nin": [d["_id"] for d in keep]}}
                 ).deleted_count
+            gone += self.ledger.delete_many({"last_at": {"$lt": older_than}}).deleted_count
             return int(gone)
 
         return self._call(prune)

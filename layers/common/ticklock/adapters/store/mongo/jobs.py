@@ -92,5 +92,6 @@ class Jobs(Connection):
             if self.jobs.delete_one({"_id": job_id}).deleted_count == 0:
                 raise JobNotFound(job_id)
             self.executions.delete_many({"job_id": job_id})
+            self.ledger.delete_many({"job_id": job_id})
 
         self._call(delete)

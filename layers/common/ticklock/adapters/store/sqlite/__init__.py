@@ -11,13 +11,14 @@ from __future__ import annotations
 from ticklock.adapters.store.sqlite.executions import Executions
 from ticklock.adapters.store.sqlite.fires import Fires
 from ticklock.adapters.store.sqlite.jobs import Jobs
+from ticklock.adapters.store.sqlite.ledger import Ledger
 from ticklock.adapters.store.sqlite.rows import from_us, us
 from ticklock.adapters.store.sqlite.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "from_us", "us"]
 
 
-class SQLiteStore(Jobs, Fires, Executions):
+class SQLiteStore(Jobs, Fires, Executions, Ledger):
     """The ``Store`` port on one SQLite file: connection.py (the file, transactions, readers), jobs.py,
-    fires.py (claims, executions' start and finish, advances), executions.py (reads, pruning), over
-    schema.py and rows.py."""
+    fires.py (claims, executions' start and finish, advances), executions.py (reads, pruning), ledger.py
+    (the fires that did not run), over schema.py and rows.py."""

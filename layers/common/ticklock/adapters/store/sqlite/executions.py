@@ -55,4 +55,5 @@ class Executions(Connection):
                         WHERE n > ?)""",
                 (keep_per_job,),
             ).rowcount
+            gone += conn.execute("DELETE FROM ledger WHERE last_at < ?", (us(older_than),)).rowcount
         return int(gone)

@@ -88,3 +88,4 @@ class Jobs(Connection):
             if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
                 raise JobNotFound(job_id)
             conn.execute("DELETE FROM executions WHERE job_id = ?", (job_id,))
+            conn.execute("DELETE FROM ledger WHERE job_id = ?", (job_id,))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ticklock.adapters.records import EXECUTION_FIELDS
+from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
-SCHEMA_VERSION = 2  # 2: jobs.disabled_reason
+SCHEMA_VERSION = 3  # 2: jobs.disabled_reason; 3: the fire ledger (created by IF NOT EXISTS)
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -50,6 +50,22 @@ SCHEMA = [
     )""",
     "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
+    """
+    CREATE TABLE IF NOT EXISTS ledger (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        first_at INTEGER NOT NULL,
+        last_at INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        capped INTEGER NOT NULL,
+        trigger TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS ledger_job ON ledger (job_id, first_at DESC)",
+    "CREATE INDEX IF NOT EXISTS ledger_time ON ledger (first_at DESC)",
+    "CREATE INDEX IF NOT EXISTS ledger_last ON ledger (last_at)",
 ]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
@@ -57,3 +73,4 @@ JOB_COLUMNS = (
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)
+LEDGER_COLUMNS = ", ".join(LEDGER_FIELDS)

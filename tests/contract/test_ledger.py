@@ -55,10 +55,11 @@ def test_listing_finds_the_entries_whose_slots_meet_the_window_newest_first(stor
     store.record_fire(entry(a.id, Reason.UNKNOWN_HANDLER, 100))
     store.record_fire(entry(b.id, Reason.PAUSED, 30, 40, count=11))
 
-    def fires(job_id: str | None, start: int, end: int, **filters: str) -> list[tuple[str, int]]:
-        found = store.list_fires(
-            job_id, start=T0 + timedelta(seconds=start), end=T0 + timedelta(seconds=end), **filters
-        )
+    def fires(
+        job_id: str | None, start: int, end: int, outcome: str | None = None, reason: str | None = None
+    ) -> list[tuple[str, int]]:
+        begin, until = T0 + timedelta(seconds=start), T0 + timedelta(seconds=end)
+        found = store.list_fires(job_id, start=begin, end=until, outcome=outcome, reason=reason)
         return [(e.reason.value, int((e.first_at - T0).total_seconds())) for e in found]
 
     assert fires(a.id, 0, 1000) == [("unknown_handler", 100), ("collapsed", 20), ("overlap_skip", 10)]

@@ -35,6 +35,7 @@ class RecordingMetrics:
         self.skipped: list[tuple[str, str]] = []
         self.ticks: list[tuple[int, bool]] = []
         self.disabled: list[str] = []
+        self.accounted: list[tuple[str, str, int]] = []
 
     def fire_started(self, handler: str, lag: float) -> None:
         self.started.append((handler, lag))
@@ -44,6 +45,9 @@ class RecordingMetrics:
 
     def fire_skipped(self, handler: str, reason: str) -> None:
         self.skipped.append((handler, reason))
+
+    def fires_accounted(self, outcome: str, reason: str, count: int) -> None:
+        self.accounted.append((outcome, reason, count))
 
     def job_disabled(self, handler: str) -> None:
         self.disabled.append(handler)

@@ -202,6 +202,11 @@ class Metrics(Protocol):
         """A fire was not run; ``reason`` is one of a small fixed set (see ``SkipReason``)."""
         ...
 
+    def fires_accounted(self, outcome: str, reason: str, count: int) -> None:
+        """``count`` fires reached their ledger outcome (``ran`` with the execution's status as the
+        reason, or ``skipped`` / ``missed`` with a ledger reason)."""
+        ...
+
     def job_disabled(self, handler: str) -> None:
         """A job was disabled because its schedule could not compute a next fire."""
         ...

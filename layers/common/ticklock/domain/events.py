@@ -7,9 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from ticklock.domain.jobs import Execution, ExecutionStatus
+from ticklock.domain.ledger import LedgerEntry
 
 STARTED = "job.execution.started"
 DISABLED = "job.disabled"
+NOT_RUN = {"skipped": "job.fire.skipped", "missed": "job.fire.missed"}
 _FINISHED = {
     ExecutionStatus.SUCCESS: "job.execution.succeeded",
     ExecutionStatus.FAILED: "job.execution.failed",
@@ -34,6 +36,27 @@ class ExecutionEvent:
     status: str
     duration: float | None = None
     error: str | None = None
+    reason: str | None = None  # a fire that did not run: why (a ledger reason), how many slots, the last
+    count: int | None = None
+    last_fire_time: datetime | None = None
+
+    @staticmethod
+    def not_run(entry: LedgerEntry, job_name: str, handler: str) -> ExecutionEvent:
+        """A fire (or a run of them) that did not run: ``job.fire.skipped`` / ``job.fire.missed``."""
+        return ExecutionEvent(
+            NOT_RUN[entry.outcome.value],
+            entry.job_id,
+            job_name,
+            handler,
+            "",
+            entry.first_at,
+            0,
+            entry.recorded_at,
+            entry.outcome.value,
+            reason=entry.reason.value,
+            count=entry.count,
+            last_fire_time=entry.last_at,
+        )
 
     @staticmethod
     def started(execution: Execution, job_name: str, at: datetime) -> ExecutionEvent:
@@ -94,4 +117,13 @@ class ExecutionEvent:
             "duration": self.duration,
             "error": self.error,
             "at": self.at.isoformat(),
+            **(
+                {}
+                if self.reason is None
+                else {
+                    "reason": self.reason,
+                    "count": self.count,
+                    "last_fire_time": self.last_fire_time.isoformat() if self.last_fire_time else None,
+                }
+            ),
         }

@@ -29,6 +29,7 @@ from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Trigger
+from ticklock.domain.ledger import LedgerEntry, Reason, slots_between
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import next_fire
 from ticklock.errors import LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
@@ -58,6 +59,14 @@ class SkipReason(enum.StrEnum):
 # is running the job and will advance it; a duplicate delivery shares that holder's lease token.
 _ADVANCE_AFTER = frozenset({SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE})
 _RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
+_JUST = timedelta(microseconds=1)
+# The skips that are a fire's end, as ledger reasons. The others are not: the fire runs, or ran, anyway
+# (LOCK_HELD and RUNNING_ELSEWHERE: its own run holds the job; DUPLICATE: it ran; LEASE_EXPIRED: it is
+# released to be claimed again; GIVEN_UP: its execution is the record, LOST).
+_FINAL_SKIPS = {
+    SkipReason.UNKNOWN_HANDLER: Reason.UNKNOWN_HANDLER,
+    SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
+}
 
 
 class LockFailure(enum.StrEnum):
@@ -310,12 +319,16 @@ class TaskRunner:
                 self.store.release(fire.job.id, fire.lease_token)
             advanced, stop = True, None
         else:
-            finished, advanced, stop = self._complete(done, fire, now)
+            finished, advanced, stop, next_run = self._complete(done, fire, now)
+            if finished and advanced:
+                self._passed(fire, next_run, execution.started_at, now)
         if not finished:
             log.warning("execution.finish_lost", extra=fields)
             return done
         if not advanced:
             log.warning("fire.advance_lost", extra=fields)
+        if done.status is not ExecutionStatus.INTERRUPTED:
+            self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", done.status.value, 1)
         level = logging.INFO if done.status is ExecutionStatus.SUCCESS else logging.WARNING
         log.log(
             level,
@@ -342,10 +355,11 @@ class TaskRunner:
             self._disabled(fire, stop, done)
         return done
 
-    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool, str | None]:
+    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool, str | None, datetime | None]:
         """``Store.complete``, retried through a store outage: giving up would leave the row RUNNING and the
         fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded.
-        Returns (finished, advanced, why the job was disabled if its schedule found no next fire)."""
+        Returns (finished, advanced, why the job was disabled if its schedule found no next fire, the next
+        fire it was advanced to)."""
         next_run, stop = self._next_run(fire, now)
         for attempt, wait in enumerate((*COMPLETE_BACKOFF, None)):
             try:
@@ -354,9 +368,9 @@ class TaskRunner:
                     # an earlier try may have finished the row and failed on the advance
                     stored = self.store.get_execution(done.id)
                     if stored.run_token != done.run_token or stored.status is not done.status:
-                        return False, False, None
+                        return False, False, None, next_run
                     finished, advanced = True, self.store.advance(fire, next_run_at=next_run, now=now)
-                return finished, advanced, stop
+                return finished, advanced, stop, next_run
             except StoreUnavailable as exc:
                 if wait is None:
                     raise
@@ -388,8 +402,46 @@ class TaskRunner:
         advanced = self.store.advance(fire, next_run_at=next_run, now=now)
         if not advanced and expected:
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
+        if advanced:
+            self._passed(fire, next_run, None, now)
         if advanced and stop is not None:
             self._disabled(fire, stop, None)
+
+    def _passed(self, fire: Fire, next_run: datetime | None, started: datetime | None, now: datetime) -> None:
+        """The job was advanced from ``fire`` to ``next_run``: the slots of its schedule in between passed
+        without a run. Those that passed before the fire's run started were ``collapsed`` (it was late);
+        those that passed while it ran, ``overlap_skip`` (one run of a job at a time)."""
+        if fire.trigger is not Trigger.SCHEDULE:
+            return  # a manual fire does not move the schedule
+        until = next_run or now
+        split = until if started is None else min(max(started + _JUST, fire.scheduled_at), until)
+        for reason, after, before in (
+            (Reason.COLLAPSED, fire.scheduled_at, split),  # slots strictly between: (scheduled, started]
+            (Reason.OVERLAP_SKIP, split - _JUST, until),  # (started, next)
+        ):
+            passed = slots_between(fire.job.schedule, after, before)
+            if passed is not None:
+                first, last, count, capped = passed
+                self._account(fire, LedgerEntry(fire.job.id, reason, first, last, count, now, Trigger.SCHEDULE, capped))
+
+    def _account(self, fire: Fire, entry: LedgerEntry) -> None:
+        """Write a ledger entry once (a replica or a retry that wrote it already leaves it), then count and
+        publish it. Fails soft: the run goes on, the failure is logged."""
+        fields = {"job_id": fire.job.id, "fire_time": entry.first_at.isoformat(), "reason": entry.reason.value}
+        try:
+            if not self.store.record_fire(entry):
+                return
+        except TicklockError as exc:
+            log.warning("ledger.record_failed", extra={**fields, "error": exc.message})
+            return
+        log.info(
+            f"fire.{entry.outcome.value}", extra={**fields, "count": entry.count, "last": entry.last_at.isoformat()}
+        )
+        self._safely(
+            "metrics.failed", fields, self.metrics.fires_accounted, entry.outcome.value, entry.reason.value, entry.count
+        )
+        event = ExecutionEvent.not_run(entry, fire.job.name, fire.job.handler)
+        self._safely("publish.failed", fields, self.publisher.publish, event)
 
     def _disabled(self, fire: Fire, reason: str, execution: Execution | None) -> None:
         """The job was just disabled for ``reason``: record it on the job (the API shows it), count it, and
@@ -417,6 +469,9 @@ class TaskRunner:
     def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:
         fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
         self._safely("metrics.failed", fields, self.metrics.fire_skipped, fire.job.handler, reason.value)
+        final = _FINAL_SKIPS.get(reason)
+        if final is not None:  # this fire will not run: the ledger says why
+            self._account(fire, LedgerEntry.one(fire.job.id, final, fire.scheduled_at, self.clock.now(), fire.trigger))
         if reason in _ADVANCE_AFTER:
             # a duplicate's job was normally advanced by the run it duplicates: only a crash between the
             # final write and the advance leaves it to be done here

@@ -36,6 +36,9 @@ class PrometheusMetrics:
             registry=r,
         )
         self.skips = Counter("ticklock_skips", "Fires not run, by reason", ["handler", "reason"], registry=r)
+        self.fires = Counter(
+            "ticklock_fires", "Fires by their ledger outcome and reason", ["outcome", "reason"], registry=r
+        )
         self.disabled = Counter(
             "ticklock_jobs_disabled", "Jobs disabled because their schedule found no next fire", ["handler"], registry=r
         )
@@ -63,6 +66,9 @@ class PrometheusMetrics:
 
     def fire_skipped(self, handler: str, reason: str) -> None:
         self.skips.labels(handler, reason).inc()
+
+    def fires_accounted(self, outcome: str, reason: str, count: int) -> None:
+        self.fires.labels(outcome, reason).inc(count)
 
     def job_disabled(self, handler: str) -> None:
         self.disabled.labels(handler).inc()

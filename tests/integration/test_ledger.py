@@ -1,0 +1,191 @@
+"""The fire ledger through the engine, on every store (SQLite, FerretDB on both backends), with a fake
+clock: each fire that did not run ends as one entry with its reason - slots collapsed by lateness, slots
+skipped while the job's run went on, a missing handler, a failed lock backend - and the metrics and the
+events tell the same story; the fires that are not ends (a duplicate delivery, a held lock) leave none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support.factories import make_job
+from tests.support.recorders import DownLocker, RecordingMetrics, RecordingPublisher
+from ticklock.adapters.lock.local import LocalLocker
+from ticklock.clock import FakeClock
+from ticklock.domain.handlers import HandlerContext, Registry
+from ticklock.domain.invoke import Invoker
+from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.ledger import LedgerEntry, Reason, account
+from ticklock.domain.lifecycle import LockFailure, SkipReason, TaskRunner
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, Schedule
+from ticklock.ports import Locker, Store
+
+T = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a slot of every schedule below
+EVERY_10 = CronSchedule("*/10 * * * * *")
+
+
+class Engine:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.clock = FakeClock(T)
+        self.metrics = RecordingMetrics()
+        self.publisher = RecordingPublisher()
+        self.registry = Registry()
+        self.registry.register("noop", lambda ctx: None)
+        self.registry.register("long", self._long)
+        self.invoker = Invoker()
+
+    def _long(self, ctx: HandlerContext) -> None:
+        """Runs 25 s of fake time."""
+        self.clock.advance(25)
+
+    def runner(self, locker: Locker | None = None, lock_failure: LockFailure = LockFailure.SKIP) -> TaskRunner:
+        return TaskRunner(
+            store=self.store,
+            locker=locker or LocalLocker(self.clock),
+            publisher=self.publisher,
+            metrics=self.metrics,
+            registry=self.registry,
+            clock=self.clock,
+            invoker=self.invoker,
+            owner="test",
+            lock_failure=lock_failure,
+        )
+
+    def add(self, handler: str = "noop", schedule: Schedule = EVERY_10) -> Job:
+        return self.store.add_job(
+            make_job(handler=handler, schedule=schedule, next_run_at=T, created_at=T - timedelta(minutes=1), timeout=60)
+        )
+
+    def claim(self) -> Fire:
+        now = self.clock.now()
+        [job] = self.store.claim_due(now=now, horizon=now, limit=10, owner="test", slack=timedelta(seconds=120))
+        return Fire.of(job)
+
+    def ledger(self, job: Job) -> list[tuple[str, int, int, int]]:
+        """(reason, first slot, last slot as seconds after T, count), oldest first."""
+        found = self.store.list_fires(job.id, start=T - timedelta(hours=1), end=T + timedelta(hours=1))
+        return [
+            (e.reason.value, int((e.first_at - T).total_seconds()), int((e.last_at - T).total_seconds()), e.count)
+            for e in reversed(found)
+        ]
+
+
+@pytest.fixture
+def engine(store: Store) -> Iterator[Engine]:
+    box = Engine(store)
+    yield box
+    box.invoker.close()
+
+
+def test_slots_that_passed_while_the_fire_was_late_are_missed_as_collapsed(engine: Engine) -> None:
+    job = engine.add()
+    engine.clock.advance(35)  # the dispatcher was down: the slots at +10, +20, +30 pass
+    outcome = engine.runner().run(engine.claim())
+    assert outcome.execution is not None and outcome.execution.scheduled_at == T  # run once, at its own time
+    assert engine.ledger(job) == [("collapsed", 10, 30, 3)]
+    assert engine.store.get_job(job.id).next_run_at == T + timedelta(seconds=40)
+    assert ("missed", "collapsed", 3) in engine.metrics.accounted and ("ran", "success", 1) in engine.metrics.accounted
+    [event] = [e for e in engine.publisher.events if e.detail_type == "job.fire.missed"]
+    assert event.detail()["reason"] == "collapsed" and event.detail()["count"] == 3
+    assert event.detail()["fire_time"] == (T + timedelta(seconds=10)).isoformat()
+
+
+def test_slots_that_passed_while_the_run_went_on_are_skipped_as_overlap(engine: Engine) -> None:
+    job = engine.add("long")
+    engine.clock.advance(12)  # late by 12 s: the slot at +10 passed before the run started
+    engine.runner().run(engine.claim())  # then it runs 25 s: +20 and +30 pass while it runs
+    assert engine.ledger(job) == [("collapsed", 10, 10, 1), ("overlap_skip", 20, 30, 2)]
+    assert [e.outcome.value for e in engine.store.list_fires(job.id, start=T, end=T + timedelta(minutes=1))] == [
+        "skipped",
+        "missed",
+    ]
+    assert ("skipped", "overlap_skip", 2) in engine.metrics.accounted
+
+
+def test_an_unknown_handler_and_a_failed_lock_backend_skip_the_fire_with_their_reason(engine: Engine) -> None:
+    ghost = engine.add("not-registered")
+    assert engine.runner().run(engine.claim()).skipped is SkipReason.UNKNOWN_HANDLER
+    assert engine.ledger(ghost) == [("unknown_handler", 0, 0, 1)]
+    locked = engine.add()
+    engine.store.update_job(engine.store.get_job(ghost.id).with_changes(enabled=False), expected_version=2)
+    assert engine.runner(DownLocker(), LockFailure.SKIP).run(engine.claim()).skipped is SkipReason.LOCK_UNAVAILABLE
+    assert engine.ledger(locked) == [("lock_unavailable", 0, 0, 1)]
+    types = [e.detail_type for e in engine.publisher.events]
+    assert types.count("job.fire.skipped") == 2
+
+
+def test_a_fire_that_runs_anyway_leaves_no_entry(engine: Engine) -> None:
+    job = engine.add()
+    fire = engine.claim()
+    locker = LocalLocker(engine.clock)
+    held = locker.acquire(f"job:{job.id}", 60)  # its own earlier delivery holds the job
+    assert held is not None
+    assert engine.runner(locker).run(fire).skipped is SkipReason.LOCK_HELD
+    locker.release(f"job:{job.id}", held)
+    engine.runner(locker).run(fire)  # it runs
+    engine.runner(locker).run(fire)  # a duplicate delivery after it
+    assert engine.ledger(job) == []
+    assert [(o, r) for o, r, _ in engine.metrics.accounted] == [("ran", "success")]
+
+
+def test_a_manual_fire_and_an_interval_job_have_no_slots_to_miss(engine: Engine) -> None:
+    interval = engine.add(schedule=IntervalSchedule(10))
+    engine.clock.advance(35)
+    engine.runner().run(engine.claim())
+    assert engine.ledger(interval) == []
+
+
+def test_account_says_what_became_of_every_slot_of_a_window(engine: Engine) -> None:
+    job = engine.add("long")
+    engine.clock.advance(12)
+    engine.runner().run(engine.claim())  # ran at 0, collapsed 10, overlap 20-30; now is +37, next is +40
+    stored = engine.store.get_job(job.id)
+    fates = account(
+        stored,
+        start=T - timedelta(minutes=1, seconds=10),
+        end=T + timedelta(seconds=60),
+        now=engine.clock.now(),
+        executions=engine.store.list_executions(job.id),
+        entries=engine.store.list_fires(job.id, start=T - timedelta(hours=1), end=T + timedelta(hours=1)),
+        limit=100,
+    )
+    by_second = {int((f.at - T).total_seconds()): (f.status, f.reason) for f in fates}
+    assert by_second[0] == ("ran", None) and by_second[10] == ("missed", "collapsed")
+    assert by_second[20] == by_second[30] == ("skipped", "overlap_skip")
+    assert by_second[40] == by_second[60] == ("upcoming", None)
+    assert by_second[-70] == ("before_created", None)
+    assert by_second[-60] == ("unaccounted", None)  # created at -60 with its first fire at 0: nothing said
+    assert [int((f.at - T).total_seconds()) for f in fates][:3] == [60, 50, 40]  # newest first
+    paused = stored.with_changes(enabled=False)
+    later = account(
+        paused,
+        start=T,
+        end=T + timedelta(seconds=90),
+        now=T + timedelta(seconds=65),
+        executions=[],
+        entries=[],
+        limit=5,
+    )
+    assert [(int((f.at - T).total_seconds()), f.status) for f in later] == [
+        (90, "paused"),
+        (80, "paused"),
+        (70, "paused"),
+        (60, "missed"),
+        (50, "missed"),
+    ]
+
+
+def test_a_collapsed_range_is_counted_up_to_its_cap() -> None:
+    every_second = CronSchedule("* * * * * *")
+    entry = LedgerEntry("j", Reason.COLLAPSED, T, T, 1, T)
+    assert entry.outcome.value == "missed" and entry.id == f"j:missed:{T.isoformat()}"
+    from ticklock.domain.ledger import MAX_COUNTED, slots_between
+
+    passed = slots_between(every_second, T, T + timedelta(seconds=5))
+    assert passed == (T + timedelta(seconds=1), T + timedelta(seconds=4), 4, False)
+    capped = slots_between(every_second, T, T + timedelta(days=3))
+    assert capped is not None and capped[2] == MAX_COUNTED and capped[3] is True
+    assert slots_between(IntervalSchedule(1), T, T + timedelta(days=1)) is None

@@ -156,8 +156,8 @@ def test_account_says_what_became_of_every_slot_of_a_window(engine: Engine) -> N
     assert by_second[0] == ("ran", None) and by_second[10] == ("missed", "collapsed")
     assert by_second[20] == by_second[30] == ("skipped", "overlap_skip")
     assert by_second[40] == by_second[60] == ("upcoming", None)
-    assert by_second[-70] == ("before_created", None)
-    assert by_second[-60] == ("unaccounted", None)  # created at -60 with its first fire at 0: nothing said
+    assert by_second[-70] == by_second[-60] == ("before_created", None)  # created at -60
+    assert by_second[-50] == ("unaccounted", None)  # a slot of its life that nothing accounts for
     assert [int((f.at - T).total_seconds()) for f in fates][:3] == [60, 50, 40]  # newest first
     paused = stored.with_changes(enabled=False)
     later = account(

@@ -22,21 +22,27 @@ from pydantic import BaseModel
 from ticklock import __version__
 from ticklock.api.http import Reply
 from ticklock.api.schemas import (
+    AllFiresQuery,
     CheckOut,
     ExecutionOut,
     ExecutionPage,
     ExecutionsQuery,
     FireOut,
+    FiresQuery,
     HandlerOut,
     Health,
     HealthDetails,
     JobCreate,
+    JobFires,
     JobOut,
     JobPage,
     JobPatch,
+    LedgerEntryOut,
+    LedgerPage,
     ListJobsQuery,
     PreviewOut,
     PreviewRequest,
+    SlotOut,
     UpcomingQuery,
     parse_instant,
 )
@@ -305,6 +311,22 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         schedule = service.store.get_job(call.params["job_id"]).schedule
         return _preview(schedule, q.count, parse_instant(q.after) if q.after else service.clock.now())
 
+    def job_fires(call: Call) -> JobFires:
+        q: FiresQuery = call.query
+        start, end = q.window(service.clock.now())
+        fates = service.fires(call.params["job_id"], start=start, end=end, limit=q.limit)
+        return JobFires.model_validate(
+            {"job_id": call.params["job_id"], "from": start, "to": end, "items": [SlotOut.of(f) for f in fates]}
+        )
+
+    def all_fires(call: Call) -> LedgerPage:
+        q: AllFiresQuery = call.query
+        start, end = q.window(service.clock.now())
+        entries = service.store.list_fires(
+            None, start=start, end=end, outcome=q.outcome, reason=q.reason, limit=q.limit
+        )
+        return LedgerPage(items=[LedgerEntryOut.of(e) for e in entries])
+
     def preview(call: Call) -> PreviewOut:
         body: PreviewRequest = call.body
         after = parse_instant(body.after) if body.after else service.clock.now()
@@ -332,6 +354,12 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         Route("GET", f"{job}/upcoming", upcoming_fires, "upcomingFires",
               "A job's next fires by its schedule, each marked when a clock change moves it", returns=PreviewOut,
               query=UpcomingQuery, errors=NOT_FOUND),
+        Route("GET", f"{job}/fires", job_fires, "listJobFires",
+              "What became of every fire of a job in a window: each slot of its schedule and each fire, newest first",
+              returns=JobFires, query=FiresQuery, errors=NOT_FOUND),
+        Route("GET", "/fires", all_fires, "listFires",
+              "The fires of every job that did not run in a window (skipped, missed), with their reasons",
+              returns=LedgerPage, query=AllFiresQuery),
         Route("POST", "/schedules/preview", preview, "previewSchedule",
               "The next fires of a schedule that is not saved, each marked when a clock change moves it",
               returns=PreviewOut, body=PreviewRequest, errors=WITH_BODY, store=False),

@@ -135,7 +135,7 @@ def account(
                 fates[key] = (
                     SlotFate(at, "paused") if at > now else SlotFate(at, Outcome.MISSED.value, Reason.PAUSED.value)
                 )
-        elif at < job.created_at:
+        elif at <= job.created_at:  # a new job's first fire is after its creation
             fates[key] = SlotFate(at, "before_created")
         else:
             fates[key] = SlotFate(at, "unaccounted")

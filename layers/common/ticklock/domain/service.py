@@ -18,6 +18,7 @@ from typing import Any
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.ledger import SlotFate, account
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
 from ticklock.ports import Store
@@ -105,6 +106,10 @@ class JobSpec:
     timeout: float = 60.0
     max_retries: int = 0
     enabled: bool = True
+
+
+MAX_ENTRIES = 10_000  # ledger entries one window's answer reads at most
+EXECUTION_PAGES = 20  # pages of 500 executions one window's answer reads at most
 
 
 class JobService:
@@ -213,6 +218,27 @@ class JobService:
 
     def delete(self, job_id: str) -> None:
         self.store.delete_job(job_id)
+
+    def fires(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[SlotFate]:
+        """What became of every fire of the job in [start, end] (``ledger.account``), newest first."""
+        job = self.store.get_job(job_id)
+        entries = self.store.list_fires(job_id, start=start, end=end, limit=MAX_ENTRIES)
+        executions = self._executions_between(job_id, start, end)
+        return account(
+            job, start=start, end=end, now=self.clock.now(), executions=executions, entries=entries, limit=limit
+        )
+
+    def _executions_between(self, job_id: str, start: datetime, end: datetime) -> list[Execution]:
+        """The job's executions of fires in [start, end], read newest first page by page (bounded)."""
+        found: list[Execution] = []
+        before: str | None = None
+        for _ in range(EXECUTION_PAGES):
+            page = self.store.list_executions(job_id, limit=500, before=before)
+            found += [e for e in page if start <= e.scheduled_at <= end]
+            if len(page) < 500 or page[-1].scheduled_at < start:
+                break
+            before = page[-1].id
+        return found
 
     def executions(self, job_id: str, *, limit: int, before: str | None) -> list[Execution]:
         self.store.get_job(job_id)

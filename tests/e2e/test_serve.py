@@ -145,3 +145,31 @@ def test_a_token_protects_the_api_and_loopback_is_forced_without_one(start: Call
     assert anonymous.status_code == 401
     assert guarded.client.get("/health", headers={"Authorization": ""}).status_code == 200
     guarded.terminate()
+
+
+def test_the_fire_ledger_from_ticklock_serve_accounts_for_slots_a_long_run_overlapped(
+    start: Callable[..., Serve],
+) -> None:
+    serve = start()
+    job = serve.create(
+        name="overlapping",
+        handler="test.sleep",
+        schedule={"kind": "cron", "expr": "* * * * * *"},  # every second; each run takes 2.5 s
+        payload={"seconds": 2.5},
+        timeout=10,
+    )
+
+    def accounted() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = serve.client.get(f"/jobs/{job['id']}/fires").json()["items"]
+        done = [i for i in items if i["status"] in ("ran", "skipped", "missed")]
+        return done if sum(i["status"] == "ran" for i in done) >= 2 and any(i["status"] != "ran" for i in done) else []
+
+    items = wait_for(accounted, timeout=60)
+    reasons = {i["reason"] for i in items if i["status"] != "ran"}
+    assert reasons <= {"overlap_skip", "collapsed"} and "overlap_skip" in reasons
+    skipped = serve.client.get("/fires", params={"reason": "overlap_skip"}).json()["items"]
+    assert skipped and all(e["job_id"] == job["id"] for e in skipped)
+    metrics = serve.client.get("/metrics").text
+    assert 'ticklock_fires_total{outcome="skipped",reason="overlap_skip"}' in metrics
+    assert 'ticklock_fires_total{outcome="ran",reason="success"}' in metrics
+    assert serve.terminate() == 0

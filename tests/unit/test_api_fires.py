@@ -122,3 +122,26 @@ def test_all_fires_that_did_not_run_are_listed_with_filters(api: ApiHarness) -> 
     assert [i["job_id"] for i in api.get("/fires", params={"reason": "lock_unavailable"}).json()["items"]] == [b["id"]]
     assert api.get("/fires", params={"reason": "because"}).status_code == 422
     assert api.get("/fires", params={"to": at(10)}).json()["items"] == []
+
+
+def test_the_slots_a_pause_let_pass_are_missed_as_paused(api: ApiHarness) -> None:
+    job = cron_job(api)  # waits for T+10
+    api.clock.advance(5)
+    assert api.post(f"/jobs/{job['id']}/pause").status_code == 200
+    api.clock.advance(40)  # T+45: the slots 10, 20, 30, 40 pass while it is paused
+    live = api.get(f"/jobs/{job['id']}/fires", params={"from": at(0), "to": at(60)}).json()["items"]
+    assert [(i["at"], i["status"], i["reason"]) for i in live][:4] == [
+        (at(60), "paused", None),
+        (at(50), "paused", None),
+        (at(40), "missed", "paused"),
+        (at(30), "missed", "paused"),
+    ]
+    resumed = api.post(f"/jobs/{job['id']}/resume").json()
+    assert resumed["next_run_at"] == at(50)
+    [entry] = api.get("/fires", params={"reason": "paused"}).json()["items"]
+    assert (entry["first_at"], entry["last_at"], entry["count"], entry["outcome"]) == (at(10), at(40), 4, "missed")
+    items = api.get(f"/jobs/{job['id']}/fires", params={"from": at(0), "to": at(60)}).json()["items"]
+    assert [(i["at"], i["status"]) for i in items][:2] == [(at(60), "upcoming"), (at(50), "upcoming")]
+    assert {i["status"] for i in items if at(10) <= i["at"] <= at(40)} == {"missed"}
+    assert api.post(f"/jobs/{job['id']}/resume").status_code == 200  # resuming again records nothing new
+    assert len(api.get("/fires", params={"reason": "paused"}).json()["items"]) == 1

@@ -12,13 +12,13 @@ import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Execution, Job
-from ticklock.domain.ledger import SlotFate, account
+from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, slots_between
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
 from ticklock.ports import Store
@@ -205,7 +205,17 @@ class JobService:
         if job.enabled:
             return job
         now = self.clock.now()
-        return self.store.update_job(self._resumed(job.with_changes(updated_at=now), now), expected_version=job.version)
+        resumed = self.store.update_job(
+            self._resumed(job.with_changes(updated_at=now), now), expected_version=job.version
+        )
+        waiting = job.next_run_at  # the slot the job waited for when it was paused
+        if waiting is not None and waiting <= now and resumed.next_run_at != waiting:
+            # the slots from it to the first one after now passed while it was paused: the ledger says so
+            passed = slots_between(job.schedule, waiting - timedelta(microseconds=1), resumed.next_run_at or now)
+            if passed is not None:
+                first, last, count, capped = passed
+                self.store.record_fire(LedgerEntry(job.id, Reason.PAUSED, first, last, count, now, capped=capped))
+        return resumed
 
     def trigger(self, job_id: str) -> Job:
         """Ask for a run now, without moving the schedule. Triggers pending at once merge into one."""

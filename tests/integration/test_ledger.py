@@ -16,7 +16,7 @@ from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.domain.invoke import Invoker
-from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.jobs import Fire, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
 from ticklock.domain.lifecycle import LockFailure, SkipReason, TaskRunner
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, Schedule
@@ -189,3 +189,29 @@ def test_a_collapsed_range_is_counted_up_to_its_cap() -> None:
     capped = slots_between(every_second, T, T + timedelta(days=3))
     assert capped is not None and capped[2] == MAX_COUNTED and capped[3] is True
     assert slots_between(IntervalSchedule(1), T, T + timedelta(days=1)) is None
+
+
+def test_a_fire_later_than_its_catch_up_window_is_missed_and_the_job_moves_on(engine: Engine) -> None:
+    job = engine.store.add_job(
+        make_job(
+            handler="noop",
+            schedule=EVERY_10,
+            next_run_at=T,
+            created_at=T - timedelta(minutes=1),
+            timeout=60,
+        ).with_changes(policy=Policy(catchup_window=5.0))
+    )
+    engine.clock.advance(4)  # inside the window: it runs, at its own time
+    assert engine.runner().run(engine.claim()).execution is not None
+    engine.clock.advance(6 + 15)  # the next slot (+10) is 10 s late at +20... and +20 is due
+    fire = engine.claim()
+    assert fire.scheduled_at == T + timedelta(seconds=10)
+    assert engine.runner().run(fire).skipped is SkipReason.CATCHUP_WINDOW_PASSED
+    assert engine.ledger(job) == [("catchup_window_passed", 10, 10, 1), ("collapsed", 20, 20, 1)]
+    assert engine.store.get_job(job.id).next_run_at == T + timedelta(seconds=30)
+    assert ("missed", "catchup_window_passed", 1) in engine.metrics.accounted
+    # a manual fire is never too late
+    stored = engine.store.get_job(job.id)
+    engine.store.update_job(stored.with_changes(trigger_at=T), expected_version=stored.version)
+    manual = engine.claim()
+    assert manual.trigger.value == "manual" and engine.runner().run(manual).execution is not None

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from ticklock.domain.jobs import Policy
 
 # the jobs table as schema version 1 created it (ticklock before issue 10)
 V1_JOBS = """
@@ -36,9 +37,13 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     try:
         job = store.get_job("j1")
         assert (job.name, job.version, dict(job.payload), job.disabled_reason) == ("old-job", 3, {"k": [1, 2]}, None)
-        stopped = store.update_job(job.with_changes(enabled=False, disabled_reason="why"), expected_version=3)
+        assert job.policy == Policy()  # a row from before policies: the defaults
+        store.update_job(job.with_changes(policy=Policy(catchup_window=9.0)), expected_version=3)
+        assert store.get_job("j1").policy.catchup_window == 9.0
+        job = store.get_job("j1")
+        stopped = store.update_job(job.with_changes(enabled=False, disabled_reason="why"), expected_version=4)
         assert store.get_job("j1").disabled_reason == "why"
-        assert stopped.version == 4
+        assert stopped.version == 5
     finally:
         store.close()
     check = sqlite3.connect(path)

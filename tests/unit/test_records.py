@@ -20,7 +20,7 @@ from ticklock.adapters.store.sqlite.rows import (
     job_row,
 )
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Policy, Trigger
 from ticklock.domain.schedules import CronSchedule
 
 AT = datetime(2026, 12, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -40,6 +40,7 @@ JOB = Job(
     created_at=AT - timedelta(days=1),
     updated_at=AT - timedelta(hours=1),
     disabled_reason=None,
+    policy=Policy(catchup_window=7.5),
 )
 EXECUTION = Execution(
     id="e1",
@@ -95,6 +96,7 @@ def test_a_version_1_message_is_read_and_a_version_2_one_too() -> None:
     assert leased.job.lease == Lease("t1", "tick", noon + timedelta(seconds=70))
     assert (leased.scheduled_at, leased.trigger, leased.lease_token) == (noon, Trigger.SCHEDULE, "t1")
     assert leased.job.payload == {"k": [1]} and leased.job.version == 3 and leased.job.disabled_reason is None
+    assert leased.job.policy == Policy()  # written before policies: the defaults
     assert decode_fire(V1.replace("LEASE", "null")).job.lease is None
     fire = Fire(JOB, AT, Trigger.MANUAL, "tok")
     version_2 = json.dumps({"v": 2, **fire_record(fire, ISO)})  # what the next release writes

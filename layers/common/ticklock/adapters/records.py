@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Policy, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
@@ -36,6 +36,7 @@ JOB_FIELDS = (
     "created_at",
     "updated_at",
     "disabled_reason",
+    "policy",
 )
 # what a change to a job's definition writes (PATCH, pause, resume): not its id, creation or lease
 DEFINITION_FIELDS = tuple(
@@ -96,6 +97,7 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "created_at": times.encode(job.created_at),
         "updated_at": times.encode(job.updated_at),
         "disabled_reason": job.disabled_reason,
+        "policy": job.policy.to_dict(),
     }
 
 
@@ -105,8 +107,10 @@ def job_from_record(
     *,
     schedule: Callable[[Any], Schedule] = schedule_from_dict,
     payload: Callable[[Any], Mapping[str, Any]] = dict,
+    policy: Callable[[Any], Policy] = Policy.from_dict,
 ) -> Job:
-    """The job a record holds; ``schedule`` and ``payload`` read those two fields as the record keeps them."""
+    """The job a record holds; ``schedule``, ``payload`` and ``policy`` read those fields as the record
+    keeps them (a record written before policies has none: the defaults)."""
     token = record.get("lease_token")  # .get: the fields a document written before them lacks
     return Job(
         id=record["id"],
@@ -124,6 +128,7 @@ def job_from_record(
         created_at=times.decode(record["created_at"]),
         updated_at=times.decode(record["updated_at"]),
         disabled_reason=record.get("disabled_reason"),
+        policy=policy(record.get("policy")),
     )
 
 

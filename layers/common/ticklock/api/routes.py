@@ -246,6 +246,7 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
                 timeout=body.timeout,
                 max_retries=body.max_retries,
                 enabled=body.enabled,
+                policy=body.policy.to_domain(),
             )
         )
         return Reply.json(201, JobOut.of(job).model_dump_json().encode(), {"location": f"/jobs/{job.id}"})

@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.jobs import MAX_CATCHUP_WINDOW, Execution, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate
 from ticklock.domain.schedules import (
     MAX_PREVIEW,
@@ -136,6 +136,22 @@ ScheduleIn = Annotated[CronIn | IntervalIn | OnceIn, Field(discriminator="kind")
 Payload = Annotated[dict[str, Any], Field(description="a JSON object handed to the handler")]
 
 
+class PolicyIn(BaseModel):
+    """How the job's fires are decided beyond its schedule; every field may be left out (its default)."""
+
+    model_config = _STRICT
+    catchup_window: StrictFloat | None = Field(
+        None,
+        ge=1.0,
+        le=MAX_CATCHUP_WINDOW,
+        description="seconds a scheduled fire may be late and still run (once, at its own time); later, it is "
+        "missed (catchup_window_passed) and the job moves on; null: any lateness is caught up",
+    )
+
+    def to_domain(self) -> Policy:
+        return Policy(catchup_window=self.catchup_window)
+
+
 class JobCreate(BaseModel):
     model_config = _STRICT
     name: Name
@@ -147,6 +163,7 @@ class JobCreate(BaseModel):
     )
     max_retries: WholeNumber = Field(0, ge=0, le=25)
     enabled: StrictBool = True
+    policy: PolicyIn = Field(default_factory=lambda: PolicyIn.model_validate({}))
 
 
 def _optional_fields(schema: dict[str, Any]) -> None:
@@ -171,6 +188,7 @@ class JobPatch(BaseModel):
     timeout: StrictFloat | None = Field(None, ge=MIN_TIMEOUT)
     max_retries: WholeNumber | None = Field(None, ge=0, le=25)
     enabled: StrictBool | None = None
+    policy: PolicyIn | None = Field(None, description="the whole policy: a field left out is reset")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -184,6 +202,8 @@ class JobPatch(BaseModel):
         fields = {key: getattr(self, key) for key in self.model_fields_set}
         if self.schedule is not None:
             fields["schedule"] = self.schedule.to_domain()
+        if self.policy is not None:
+            fields["policy"] = self.policy.to_domain()
         return fields
 
 
@@ -202,6 +222,7 @@ class JobOut(BaseModel):
     disabled_reason: str | None = Field(
         description="why ticklock disabled the job (its schedule found no next fire); cleared when it is resumed"
     )
+    policy: dict[str, Any]
     version: int
     created_at: datetime
     updated_at: datetime
@@ -226,6 +247,7 @@ class JobOut(BaseModel):
             "trigger_pending_at": job.trigger_at,
             "running": job.lease is not None and job.lease.until > datetime.now(UTC),
             "disabled_reason": job.disabled_reason,
+            "policy": job.policy.to_dict(),
             "version": job.version,
             "created_at": job.created_at,
             "updated_at": job.updated_at,

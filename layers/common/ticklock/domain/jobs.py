@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ticklock.domain.schedules import Schedule
+from ticklock.errors import InvalidJob
 
 LOCK_MARGIN = 5.0  # seconds a job's lock outlives its timeout (the reference's timeout + 5 s)
 
@@ -33,6 +34,46 @@ class ExecutionStatus(enum.StrEnum):
     @property
     def final(self) -> bool:
         return self not in (ExecutionStatus.RUNNING, ExecutionStatus.INTERRUPTED)
+
+
+MAX_CATCHUP_WINDOW = 30 * 86400.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a job's fires are decided, beyond its schedule. The defaults are ticklock's behaviour before
+    there were policies.
+
+    ``catchup_window``: seconds a scheduled fire may be late and still run (once, carrying its own time);
+    a fire later than that is ``missed`` with ``catchup_window_passed`` and the job moves on. None: any
+    lateness is caught up."""
+
+    catchup_window: float | None = None
+
+    def __post_init__(self) -> None:
+        window = self.catchup_window
+        if window is not None:
+            if isinstance(window, bool) or not isinstance(window, int | float):
+                raise InvalidJob("must be a number of seconds, or null", field="policy.catchup_window")
+            if not 1.0 <= window <= MAX_CATCHUP_WINDOW:
+                raise InvalidJob(
+                    f"must be from 1 to {MAX_CATCHUP_WINDOW:g} seconds, got {window:g}", field="policy.catchup_window"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"catchup_window": self.catchup_window}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any] | None) -> Policy:
+        """A stored or given policy; keys it does not know are refused, missing ones take their default."""
+        data = data or {}
+        unknown = set(data) - {"catchup_window"}
+        if unknown:
+            raise InvalidJob(f"unknown policy field {sorted(unknown)[0]!r}", field="policy")
+        window = data.get("catchup_window")
+        return Policy(
+            catchup_window=float(window) if isinstance(window, int) and not isinstance(window, bool) else window
+        )
 
 
 @dataclass(frozen=True)
@@ -63,6 +104,7 @@ class Job:
     trigger_at: datetime | None = None
     lease: Lease | None = None
     disabled_reason: str | None = None  # why ticklock (not a user) disabled it; cleared when it is enabled again
+    policy: Policy = field(default_factory=Policy)
 
     def due_at(self, now: datetime) -> datetime | None:
         """When the job is next claimable: its earliest pending fire, but never inside a live lease."""

@@ -39,6 +39,7 @@ class Reason(enum.StrEnum):
     LOCK_UNAVAILABLE = "lock_unavailable"  # the lock backend failed and TICKLOCK_LOCK_FAILURE=skip
     COLLAPSED = "collapsed"  # the slot passed while an earlier fire of the job was late or running
     PAUSED = "paused"  # the slot passed while the job was paused
+    CATCHUP_WINDOW_PASSED = "catchup_window_passed"  # the fire came later than its job's catch-up window
 
 
 OUTCOME_OF = {
@@ -47,6 +48,7 @@ OUTCOME_OF = {
     Reason.LOCK_UNAVAILABLE: Outcome.SKIPPED,
     Reason.COLLAPSED: Outcome.MISSED,
     Reason.PAUSED: Outcome.MISSED,
+    Reason.CATCHUP_WINDOW_PASSED: Outcome.MISSED,
 }
 
 

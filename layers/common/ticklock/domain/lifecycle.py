@@ -53,11 +53,14 @@ class SkipReason(enum.StrEnum):
     RUNNING_ELSEWHERE = "running_elsewhere"
     LEASE_EXPIRED = "lease_expired"
     GIVEN_UP = "given_up"  # the fire's execution was finalised as LOST instead of being resumed again
+    CATCHUP_WINDOW_PASSED = "catchup_window_passed"  # later than the job's policy lets a fire run
 
 
 # What a skip does to the claim. The rest (LOCK_HELD, RUNNING_ELSEWHERE) leave it alone: somebody else
 # is running the job and will advance it; a duplicate delivery shares that holder's lease token.
-_ADVANCE_AFTER = frozenset({SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE})
+_ADVANCE_AFTER = frozenset(
+    {SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE, SkipReason.CATCHUP_WINDOW_PASSED}
+)
 _RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
 _JUST = timedelta(microseconds=1)
 # The skips that are a fire's end, as ledger reasons. The others are not: the fire runs, or ran, anyway
@@ -66,6 +69,7 @@ _JUST = timedelta(microseconds=1)
 _FINAL_SKIPS = {
     SkipReason.UNKNOWN_HANDLER: Reason.UNKNOWN_HANDLER,
     SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
+    SkipReason.CATCHUP_WINDOW_PASSED: Reason.CATCHUP_WINDOW_PASSED,
 }
 
 
@@ -128,6 +132,11 @@ class TaskRunner:
             )
             return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
         now = self.clock.now()
+        window, late = job.policy.catchup_window, (now - fire.scheduled_at).total_seconds()
+        if fire.trigger is Trigger.SCHEDULE and window is not None and late > window:
+            reason = SkipReason.CATCHUP_WINDOW_PASSED.value
+            log.info("fire.skipped", extra={**fields, "reason": reason, "late": round(late, 3)})
+            return self._skip(fire, SkipReason.CATCHUP_WINDOW_PASSED)
         if job.lease is None or now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             return self._skip(fire, SkipReason.LEASE_EXPIRED)

@@ -11,13 +11,13 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
-from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.jobs import Execution, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, slots_between
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
@@ -106,6 +106,7 @@ class JobSpec:
     timeout: float = 60.0
     max_retries: int = 0
     enabled: bool = True
+    policy: Policy = field(default_factory=Policy)
 
 
 MAX_ENTRIES = 10_000  # ledger entries one window's answer reads at most
@@ -138,6 +139,7 @@ class JobService:
             next_run_at=_first_fire(spec.schedule, now),
             created_at=now,
             updated_at=now,
+            policy=spec.policy,
         )
         return self.store.add_job(job)
 

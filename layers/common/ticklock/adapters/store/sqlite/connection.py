@@ -50,6 +50,8 @@ class Connection:
                 self._conn.execute(statement)
             if version == 1:  # a file of the first schema: its jobs table has no disabled_reason yet
                 self._conn.execute("ALTER TABLE jobs ADD COLUMN disabled_reason TEXT")
+            if 1 <= version < 3:  # nor a policy (the ledger's table is made by its CREATE ... IF NOT EXISTS)
+                self._conn.execute("ALTER TABLE jobs ADD COLUMN policy TEXT")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:

@@ -18,7 +18,7 @@ from ticklock.adapters.records import (
     job_record,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
-from ticklock.domain.jobs import Execution, Job
+from ticklock.domain.jobs import Execution, Job, Policy
 from ticklock.domain.schedules import Schedule, schedule_from_dict
 
 
@@ -55,6 +55,7 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
     values["schedule"] = json.dumps(values["schedule"])
     values["payload"] = json.dumps(values["payload"])
     values["enabled"] = int(job.enabled)
+    values["policy"] = json.dumps(values["policy"])
     values["due_at"] = us(job.due_at(now))
     return values
 
@@ -72,7 +73,12 @@ def schedule_from_text(text: str) -> Schedule:
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
     record = dict(zip(JOB_COLUMN_NAMES, row, strict=True))
-    return job_from_record(record, MICROS, schedule=schedule_from_text, payload=json.loads)
+    return job_from_record(record, MICROS, schedule=schedule_from_text, payload=json.loads, policy=policy_from_text)
+
+
+@lru_cache(maxsize=256)
+def policy_from_text(text: str | None) -> Policy:
+    return Policy.from_dict(json.loads(text) if text else None)
 
 
 def execution_row(e: Execution) -> tuple[Any, ...]:

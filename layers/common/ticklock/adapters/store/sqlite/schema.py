@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
-SCHEMA_VERSION = 3  # 2: jobs.disabled_reason; 3: the fire ledger (created by IF NOT EXISTS)
+SCHEMA_VERSION = 3  # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -25,7 +25,8 @@ SCHEMA = [
         version INTEGER NOT NULL,
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
-        disabled_reason TEXT
+        disabled_reason TEXT,
+        policy TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
@@ -69,7 +70,7 @@ SCHEMA = [
 ]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
-    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason"
+    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

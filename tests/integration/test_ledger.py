@@ -215,3 +215,10 @@ def test_a_fire_later_than_its_catch_up_window_is_missed_and_the_job_moves_on(en
     engine.store.update_job(stored.with_changes(trigger_at=T), expected_version=stored.version)
     manual = engine.claim()
     assert manual.trigger.value == "manual" and engine.runner().run(manual).execution is not None
+
+
+def test_a_long_window_of_a_dense_schedule_lists_its_newest_slots() -> None:
+    every_second = CronSchedule("* * * * * *")
+    job = make_job(schedule=every_second, next_run_at=T, created_at=T - timedelta(days=40))
+    fates = account(job, start=T - timedelta(days=31), end=T, now=T, executions=[], entries=[], limit=3)
+    assert [f.at for f in fates] == [T, T - timedelta(seconds=1), T - timedelta(seconds=2)]

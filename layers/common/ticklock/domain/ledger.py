@@ -15,7 +15,7 @@ before the job existed, unaccounted).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -145,23 +145,34 @@ def account(
 
 
 def _slots(schedule: Schedule, start: datetime, end: datetime, limit: int, *, inclusive: bool) -> list[datetime]:
-    """The schedule's slots from ``start`` to ``end`` (both included, or neither), the earliest ``limit``
-    of them when ``inclusive`` is false and the latest ``limit`` when it is (a window's newest)."""
+    """The schedule's slots from ``start`` to ``end`` (both included, or neither): with ``inclusive``
+    the latest ``limit`` of them (a window's newest), else the earliest ``limit``."""
     if isinstance(schedule, OnceSchedule):
         once = schedule.at
         inside = start <= once <= end if inclusive else start < once < end
         return [once] if inside else []
     if not isinstance(schedule, CronSchedule):
         return []
+    if not inclusive:
+        return _walk(schedule, start, lambda at: at < end, limit)
+    # the newest: walk a span before the end, four times longer each time, until it holds enough
+    span = timedelta(minutes=1)
+    while True:
+        begin = max(start, end - span)
+        found = _walk(schedule, begin - _JUST, lambda at: at <= end, MAX_COUNTED)
+        if len(found) >= limit or begin == start:
+            return found[-limit:]
+        span *= 4
+
+
+_JUST = timedelta(microseconds=1)
+
+
+def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], bool], limit: int) -> list[datetime]:
+    """The slots after ``after`` while ``inside`` holds, at most ``limit``."""
     found: list[datetime] = []
-    at: datetime | None = schedule.next_after(start - timedelta(microseconds=1) if inclusive else start)
-    walked = 0
-    while at is not None and (at <= end if inclusive else at < end) and walked <= MAX_COUNTED:
+    at = schedule.next_after(after)
+    while at is not None and inside(at) and len(found) < limit:
         found.append(at)
-        if len(found) > limit:
-            if not inclusive:
-                break
-            found.pop(0)
         at = schedule.next_after(at)
-        walked += 1
     return found

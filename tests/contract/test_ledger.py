@@ -81,3 +81,22 @@ def test_old_entries_are_pruned_with_the_executions_and_a_deleted_job_takes_its_
     assert [e.reason for e in store.list_fires(job.id, start=T0, end=T0 + timedelta(days=1))] == [Reason.COLLAPSED]
     store.delete_job(job.id)
     assert store.list_fires(None, start=T0, end=T0 + timedelta(days=1)) == []
+
+
+def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
+    from tests.support.factories import make_execution
+    from ticklock.domain.jobs import Fire
+
+    job = store.add_job(make_job())
+    fires = [Fire(job, T0 + timedelta(seconds=s), Trigger.SCHEDULE, "t") for s in (0, 10, 20, 30)]
+    for fire in fires:
+        store.start_execution(make_execution(fire))
+    found = store.execution_for(fires[1].key)
+    assert found is not None and found.scheduled_at == T0 + timedelta(seconds=10)
+    assert store.execution_for(Fire(job, T0 + timedelta(seconds=5), Trigger.SCHEDULE, "t").key) is None
+    window = store.executions_between(
+        job.id, start=T0 + timedelta(seconds=10), end=T0 + timedelta(seconds=20), limit=10
+    )
+    assert [int((e.scheduled_at - T0).total_seconds()) for e in window] == [20, 10]
+    newest = store.executions_between(job.id, start=T0, end=T0 + timedelta(minutes=1), limit=1)
+    assert [int((e.scheduled_at - T0).total_seconds()) for e in newest] == [30]

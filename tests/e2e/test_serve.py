@@ -165,6 +165,10 @@ def test_the_fire_ledger_from_ticklock_serve_accounts_for_slots_a_long_run_overl
         return done if sum(i["status"] == "ran" for i in done) >= 2 and any(i["status"] != "ran" for i in done) else []
 
     items = wait_for(accounted, timeout=60)
+    every: list[dict[str, Any]] = serve.client.get(f"/jobs/{job['id']}/fires").json()["items"]
+    slots = [i["at"] for i in every if i["trigger"] == "schedule"]
+    assert len(slots) == len(set(slots))  # one fate per slot
+    assert not [i for i in every if i["status"] == "unaccounted"], every  # and every slot has one
     reasons = {i["reason"] for i in items if i["status"] != "ran"}
     assert reasons <= {"overlap_skip", "collapsed"} and "overlap_skip" in reasons
     skipped = serve.client.get("/fires", params={"reason": "overlap_skip"}).json()["items"]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.factories import make_job
+from tests.support.factories import make_execution, make_job
 from tests.support.recorders import DownLocker, RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
@@ -59,9 +59,10 @@ class Engine:
             make_job(handler=handler, schedule=schedule, next_run_at=T, created_at=T - timedelta(minutes=1), timeout=60)
         )
 
-    def claim(self) -> Fire:
+    def claim(self, of: Job | None = None) -> Fire:
         now = self.clock.now()
-        [job] = self.store.claim_due(now=now, horizon=now, limit=10, owner="test", slack=timedelta(seconds=120))
+        jobs = self.store.claim_due(now=now, horizon=now, limit=10, owner="test", slack=timedelta(seconds=120))
+        [job] = [j for j in jobs if of is None or j.id == of.id]
         return Fire.of(job)
 
     def ledger(self, job: Job) -> list[tuple[str, int, int, int]]:
@@ -136,6 +137,14 @@ def test_a_manual_fire_and_an_interval_job_have_no_slots_to_miss(engine: Engine)
     engine.clock.advance(35)
     engine.runner().run(engine.claim())
     assert engine.ledger(interval) == []
+    cron = engine.add()
+    stored = engine.store.get_job(cron.id)
+    paused = stored.with_changes(enabled=False, trigger_at=T + timedelta(seconds=35))  # only the trigger is due
+    engine.store.update_job(paused, expected_version=stored.version)
+    engine.clock.advance(30)  # a late manual fire: slots +10 .. +60 pass, but they are not the manual fire's
+    manual = engine.claim(cron)
+    assert manual.trigger.value == "manual" and engine.runner().run(manual).execution is not None
+    assert engine.ledger(cron) == []
 
 
 def test_account_says_what_became_of_every_slot_of_a_window(engine: Engine) -> None:
@@ -181,13 +190,14 @@ def test_account_says_what_became_of_every_slot_of_a_window(engine: Engine) -> N
 def test_a_collapsed_range_is_counted_up_to_its_cap() -> None:
     every_second = CronSchedule("* * * * * *")
     entry = LedgerEntry("j", Reason.COLLAPSED, T, T, 1, T)
-    assert entry.outcome.value == "missed" and entry.id == f"j:missed:{T.isoformat()}"
+    assert entry.outcome.value == "missed" and entry.id == f"j:missed:schedule:{T.isoformat()}"
     from ticklock.domain.ledger import MAX_COUNTED, slots_between
 
     passed = slots_between(every_second, T, T + timedelta(seconds=5))
     assert passed == (T + timedelta(seconds=1), T + timedelta(seconds=4), 4, False)
     capped = slots_between(every_second, T, T + timedelta(days=3))
     assert capped is not None and capped[2] == MAX_COUNTED and capped[3] is True
+    assert capped[1] == T + timedelta(days=3, seconds=-1)  # the range is exact: only its count stops
     assert slots_between(IntervalSchedule(1), T, T + timedelta(days=1)) is None
 
 
@@ -222,3 +232,49 @@ def test_a_long_window_of_a_dense_schedule_lists_its_newest_slots() -> None:
     job = make_job(schedule=every_second, next_run_at=T, created_at=T - timedelta(days=40))
     fates = account(job, start=T - timedelta(days=31), end=T, now=T, executions=[], entries=[], limit=3)
     assert [f.at for f in fates] == [T, T - timedelta(seconds=1), T - timedelta(seconds=2)]
+
+
+def test_a_job_paused_while_its_fire_runs_is_accounted_once(engine: Engine) -> None:
+    job = engine.add("long")
+    fire = engine.claim()
+
+    def pause_meanwhile(ctx: HandlerContext) -> None:
+        engine.clock.advance(25)  # +10, +20 pass while it runs, and the job is paused meanwhile
+        stored = engine.store.get_job(job.id)
+        engine.store.update_job(stored.with_changes(enabled=False), expected_version=stored.version)
+
+    engine.registry._handlers.pop("long")
+    engine.registry.register("long", pause_meanwhile)
+    assert engine.runner().run(fire).execution is not None
+    assert engine.ledger(job) == []  # the advance kept the paused job's schedule: not this fire's slots
+    from ticklock.domain.service import JobService
+
+    engine.clock.advance(20)  # +45: resume
+    JobService(engine.store, engine.registry, engine.clock).resume(job.id)
+    assert engine.ledger(job) == [("paused", 10, 40, 4)]  # from after the slot that ran (0) to +40
+
+
+def test_a_late_second_delivery_of_a_fire_that_ran_leaves_no_entry(engine: Engine) -> None:
+    job = engine.store.add_job(
+        make_job(schedule=EVERY_10, next_run_at=T, created_at=T - timedelta(minutes=1), timeout=60).with_changes(
+            policy=Policy(catchup_window=5.0)
+        )
+    )
+    fire = engine.claim()
+    first = LocalLocker(engine.clock)
+    held = first.acquire(f"job:{job.id}", 60)  # the first delivery is running and holds the lock
+    assert held is not None
+    engine.store.start_execution(make_execution(fire))
+    engine.clock.advance(8)  # the second delivery comes 8 s late: past the window, but the fire runs
+    outcome = engine.runner(first).run(fire)
+    assert outcome.skipped is SkipReason.LOCK_HELD
+    assert engine.ledger(job) == []
+    assert engine.store.get_job(job.id).lease is not None  # its claim is left to the run that holds it
+
+
+def test_a_run_started_before_its_time_by_a_skewed_clock_does_not_skip_its_own_slot(engine: Engine) -> None:
+    job = engine.add("long")
+    fire = engine.claim()
+    engine.clock.advance(-1)  # this runner's clock is a second behind: the run starts before its slot
+    engine.runner().run(fire)  # runs 25 s: +10 and +20 pass while it runs
+    assert engine.ledger(job) == [("overlap_skip", 10, 20, 2)]

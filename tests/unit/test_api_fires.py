@@ -118,7 +118,7 @@ def test_all_fires_that_did_not_run_are_listed_with_filters(api: ApiHarness) -> 
         (b["id"], "skipped", "lock_unavailable", 1),
         (a["id"], "missed", "collapsed", 3),
     ]
-    assert [i["job_id"] for i in api.get("/fires", params={"outcome": "missed"}).json()["items"]] == [a["id"]]
+    assert [i["job_id"] for i in api.get("/fires", params={"status": "missed"}).json()["items"]] == [a["id"]]
     assert [i["job_id"] for i in api.get("/fires", params={"reason": "lock_unavailable"}).json()["items"]] == [b["id"]]
     assert api.get("/fires", params={"reason": "because"}).status_code == 422
     assert api.get("/fires", params={"to": at(10)}).json()["items"] == []

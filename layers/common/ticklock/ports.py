@@ -125,6 +125,14 @@ class Store(Protocol):
         """A job's executions, newest fire first, starting after the execution id ``before``."""
         ...
 
+    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
+        """A job's executions of fires scheduled in [start, end], newest fire first, at most ``limit``."""
+        ...
+
+    def execution_for(self, fire_key: str) -> Execution | None:
+        """The execution of that fire (``Fire.key``), if there is one."""
+        ...
+
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished executions older than ``older_than``, and all but the newest ``keep_per_job``
         finished ones of each job, and the ledger's entries whose last slot is older than ``older_than``.

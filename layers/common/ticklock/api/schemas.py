@@ -441,7 +441,7 @@ class FiresQuery(BaseModel):
 
 
 class AllFiresQuery(FiresQuery):
-    outcome: Literal["skipped", "missed"] | None = Field(None, description="only the fires that ended so")
+    status: Literal["skipped", "missed"] | None = Field(None, description="only the fires that ended so")
     reason: Literal[LEDGER_REASONS] | None = Field(None, description="only the fires with this reason")  # type: ignore[valid-type]
 
 

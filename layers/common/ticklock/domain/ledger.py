@@ -15,6 +15,7 @@ before the job existed, unaccounted).
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +23,7 @@ from datetime import datetime, timedelta
 from ticklock.domain.jobs import Execution, Job, Trigger
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 
-MAX_COUNTED = 100_000  # slots counted in one collapsed range; past it the range's count is this, and `capped`
+MAX_COUNTED = 10_000  # slots counted in one range; past it the count stops here (`capped`), the range does not
 
 
 class Outcome(enum.StrEnum):
@@ -71,7 +72,7 @@ class LedgerEntry:
 
     @property
     def id(self) -> str:
-        return f"{self.job_id}:{self.outcome.value}:{self.first_at.isoformat()}"
+        return f"{self.job_id}:{self.outcome.value}:{self.trigger.value}:{self.first_at.isoformat()}"
 
     @staticmethod
     def one(job_id: str, reason: Reason, at: datetime, now: datetime, trigger: Trigger) -> LedgerEntry:
@@ -84,8 +85,10 @@ def slots_between(schedule: Schedule, after: datetime, before: datetime) -> tupl
     found = _slots(schedule, after, before, MAX_COUNTED + 1, inclusive=False)
     if not found:
         return None
-    capped = len(found) > MAX_COUNTED
-    return found[0], found[min(len(found), MAX_COUNTED) - 1], min(len(found), MAX_COUNTED), capped
+    if len(found) <= MAX_COUNTED:
+        return found[0], found[-1], len(found), False
+    [last] = _slots(schedule, after, before - _JUST, 1, inclusive=True)  # the true last slot, found from the end
+    return found[0], last, MAX_COUNTED, True
 
 
 @dataclass(frozen=True)
@@ -155,17 +158,25 @@ def _slots(schedule: Schedule, start: datetime, end: datetime, limit: int, *, in
         return []
     if not inclusive:
         return _walk(schedule, start, lambda at: at < end, limit)
-    # the newest: walk a span before the end, four times longer each time, until it holds enough
+    # the newest: walk a span before the end, twice as long each time, until it holds enough, keeping
+    # the newest ``limit`` of each walk (a walk is bounded; a sparse-then-dense schedule may hit the bound)
     span = timedelta(minutes=1)
     while True:
         begin = max(start, end - span)
-        found = _walk(schedule, begin - _JUST, lambda at: at <= end, MAX_COUNTED)
-        if len(found) >= limit or begin == start:
-            return found[-limit:]
-        span *= 4
+        newest: deque[datetime] = deque(maxlen=limit)
+        at = schedule.next_after(begin - _JUST)
+        walked = 0
+        while at is not None and at <= end and walked < MAX_WALK:
+            newest.append(at)
+            at = schedule.next_after(at)
+            walked += 1
+        if len(newest) >= limit or begin == start:
+            return list(newest)
+        span *= 2
 
 
 _JUST = timedelta(microseconds=1)
+MAX_WALK = 200_000  # slots one listing walks at most
 
 
 def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], bool], limit: int) -> list[datetime]:

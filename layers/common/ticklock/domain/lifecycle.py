@@ -133,7 +133,8 @@ class TaskRunner:
             return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
         now = self.clock.now()
         window, late = job.policy.catchup_window, (now - fire.scheduled_at).total_seconds()
-        if fire.trigger is Trigger.SCHEDULE and window is not None and late > window:
+        # a fire that has an execution already (a resume, a second delivery) is not judged late: it goes on
+        if fire.trigger is Trigger.SCHEDULE and window is not None and late > window and not self._has_run(fire):
             reason = SkipReason.CATCHUP_WINDOW_PASSED.value
             log.info("fire.skipped", extra={**fields, "reason": reason, "late": round(late, 3)})
             return self._skip(fire, SkipReason.CATCHUP_WINDOW_PASSED)
@@ -405,7 +406,7 @@ class TaskRunner:
             )
             return None, reason
 
-    def _advance(self, fire: Fire, *, expected: bool = True) -> None:
+    def _advance(self, fire: Fire, *, expected: bool = True) -> bool:
         now = self.clock.now()
         next_run, stop = self._next_run(fire, now)
         advanced = self.store.advance(fire, next_run_at=next_run, now=now)
@@ -415,6 +416,15 @@ class TaskRunner:
             self._passed(fire, next_run, None, now)
         if advanced and stop is not None:
             self._disabled(fire, stop, None)
+        return advanced
+
+    def _has_run(self, fire: Fire) -> bool:
+        """Whether the fire has an execution (a delivery of it ran, or runs); a store error counts as yes:
+        the ledger then says nothing rather than something false."""
+        try:
+            return self.store.execution_for(fire.key) is not None
+        except TicklockError:
+            return True
 
     def _passed(self, fire: Fire, next_run: datetime | None, started: datetime | None, now: datetime) -> None:
         """The job was advanced from ``fire`` to ``next_run``: the slots of its schedule in between passed
@@ -423,15 +433,28 @@ class TaskRunner:
         if fire.trigger is not Trigger.SCHEDULE:
             return  # a manual fire does not move the schedule
         until = next_run or now
-        split = until if started is None else min(max(started + _JUST, fire.scheduled_at), until)
-        for reason, after, before in (
-            (Reason.COLLAPSED, fire.scheduled_at, split),  # slots strictly between: (scheduled, started]
-            (Reason.OVERLAP_SKIP, split - _JUST, until),  # (started, next)
-        ):
-            passed = slots_between(fire.job.schedule, after, before)
-            if passed is not None:
-                first, last, count, capped = passed
-                self._account(fire, LedgerEntry(fire.job.id, reason, first, last, count, now, Trigger.SCHEDULE, capped))
+        split = until if started is None else min(max(started, fire.scheduled_at) + _JUST, until)
+        ranges = [
+            (reason, passed)
+            for reason, after, before in (
+                (Reason.COLLAPSED, fire.scheduled_at, split),  # slots strictly between: (scheduled, started]
+                (Reason.OVERLAP_SKIP, split - _JUST, until),  # (started, next)
+            )
+            if (passed := slots_between(fire.job.schedule, after, before)) is not None
+        ]
+        if not ranges or not self._moved_to(fire, next_run):
+            return
+        for reason, (first, last, count, capped) in ranges:
+            self._account(fire, LedgerEntry(fire.job.id, reason, first, last, count, now, Trigger.SCHEDULE, capped))
+
+    def _moved_to(self, fire: Fire, next_run: datetime | None) -> bool:
+        """Whether the advance moved the job's schedule to ``next_run``: it keeps the schedule of a job
+        edited (paused, changed, triggered) since the claim, whose slots are then not this fire's to
+        account for. One read, only when there are slots to account for."""
+        try:
+            return self.store.get_job(fire.job.id).next_run_at == next_run
+        except TicklockError:
+            return False
 
     def _account(self, fire: Fire, entry: LedgerEntry) -> None:
         """Write a ledger entry once (a replica or a retry that wrote it already leaves it), then count and
@@ -479,12 +502,15 @@ class TaskRunner:
         fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
         self._safely("metrics.failed", fields, self.metrics.fire_skipped, fire.job.handler, reason.value)
         final = _FINAL_SKIPS.get(reason)
-        if final is not None:  # this fire will not run: the ledger says why
-            self._account(fire, LedgerEntry.one(fire.job.id, final, fire.scheduled_at, self.clock.now(), fire.trigger))
         if reason in _ADVANCE_AFTER:
             # a duplicate's job was normally advanced by the run it duplicates: only a crash between the
             # final write and the advance leaves it to be done here
-            self._advance(fire, expected=reason is not SkipReason.DUPLICATE)
+            advanced = self._advance(fire, expected=reason is not SkipReason.DUPLICATE)
+            # this fire will not run: the ledger says why - once its claim was still this one's (the
+            # advance, guarded by the lease, applied) and no delivery of it has run (or runs) already
+            if final is not None and advanced and not self._has_run(fire):
+                now = self.clock.now()
+                self._account(fire, LedgerEntry.one(fire.job.id, final, fire.scheduled_at, now, fire.trigger))
         elif reason in _RELEASE_AFTER:
             self.store.release(fire.job.id, fire.lease_token)
         return Outcome(skipped=reason)

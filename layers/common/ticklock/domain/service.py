@@ -8,6 +8,7 @@ half-written stays behind.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Execution, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, slots_between
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
-from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion
+from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
 from ticklock.ports import Store
 
 MAX_RETRIES = 25
@@ -109,8 +110,9 @@ class JobSpec:
     policy: Policy = field(default_factory=Policy)
 
 
+log = logging.getLogger("ticklock.service")
 MAX_ENTRIES = 10_000  # ledger entries one window's answer reads at most
-EXECUTION_PAGES = 20  # pages of 500 executions one window's answer reads at most
+MAX_EXECUTIONS = 10_000  # executions one window's answer reads at most
 
 
 class JobService:
@@ -186,6 +188,10 @@ class JobService:
                 merged = merged.with_changes(enabled=True)
         if "enabled" in changes and changes["enabled"] and not job.enabled:
             merged = self._resumed(merged, now)
+            stored = self.store.update_job(merged, expected_version=job.version)
+            if not schedule_changed:
+                self._account_pause(job, stored, now)
+            return stored
         return self.store.update_job(merged, expected_version=job.version)
 
     def pause(self, job_id: str) -> Job:
@@ -210,14 +216,27 @@ class JobService:
         resumed = self.store.update_job(
             self._resumed(job.with_changes(updated_at=now), now), expected_version=job.version
         )
-        waiting = job.next_run_at  # the slot the job waited for when it was paused
-        if waiting is not None and waiting <= now and resumed.next_run_at != waiting:
-            # the slots from it to the first one after now passed while it was paused: the ledger says so
-            passed = slots_between(job.schedule, waiting - timedelta(microseconds=1), resumed.next_run_at or now)
-            if passed is not None:
-                first, last, count, capped = passed
-                self.store.record_fire(LedgerEntry(job.id, Reason.PAUSED, first, last, count, now, capped=capped))
+        self._account_pause(job, resumed, now)
         return resumed
+
+    def _account_pause(self, paused: Job, resumed: Job, now: datetime) -> None:
+        """The slots that passed while ``paused`` was paused, as one ``missed`` / ``paused`` entry: from the
+        slot it waited for (or after the last that ran, if that one ran) to the first it resumes at. Fails
+        soft: the resume stands, and the slots show as unaccounted."""
+        waiting = paused.next_run_at
+        if waiting is None or waiting > now or resumed.next_run_at == waiting:
+            return
+        try:
+            latest = self.store.list_executions(paused.id, limit=1)
+            after = waiting - timedelta(microseconds=1)
+            if latest and latest[0].scheduled_at >= waiting:
+                after = latest[0].scheduled_at
+            passed = slots_between(paused.schedule, after, resumed.next_run_at or now)
+            if passed is not None:
+                first, final, count, capped = passed
+                self.store.record_fire(LedgerEntry(paused.id, Reason.PAUSED, first, final, count, now, capped=capped))
+        except TicklockError as exc:
+            log.warning("ledger.record_failed", extra={"job_id": paused.id, "reason": "paused", "error": exc.message})
 
     def trigger(self, job_id: str) -> Job:
         """Ask for a run now, without moving the schedule. Triggers pending at once merge into one."""
@@ -235,22 +254,10 @@ class JobService:
         """What became of every fire of the job in [start, end] (``ledger.account``), newest first."""
         job = self.store.get_job(job_id)
         entries = self.store.list_fires(job_id, start=start, end=end, limit=MAX_ENTRIES)
-        executions = self._executions_between(job_id, start, end)
+        executions = self.store.executions_between(job_id, start=start, end=end, limit=MAX_EXECUTIONS)
         return account(
             job, start=start, end=end, now=self.clock.now(), executions=executions, entries=entries, limit=limit
         )
-
-    def _executions_between(self, job_id: str, start: datetime, end: datetime) -> list[Execution]:
-        """The job's executions of fires in [start, end], read newest first page by page (bounded)."""
-        found: list[Execution] = []
-        before: str | None = None
-        for _ in range(EXECUTION_PAGES):
-            page = self.store.list_executions(job_id, limit=500, before=before)
-            found += [e for e in page if start <= e.scheduled_at <= end]
-            if len(page) < 500 or page[-1].scheduled_at < start:
-                break
-            before = page[-1].id
-        return found
 
     def executions(self, job_id: str, *, limit: int, before: str | None) -> list[Execution]:
         self.store.get_job(job_id)

@@ -47,6 +47,18 @@ class Executions(Connection):
 
         return [execution_from_doc(d) for d in self._call(query)]
 
+    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
+        query: Doc = {"job_id": job_id, "scheduled_at": {"$gte": start, "$lte": end}}
+        order = [("scheduled_at", DESCENDING), ("_id", DESCENDING)]
+        return [
+            execution_from_doc(d)
+            for d in self._call(lambda: list(self.executions.find(query).sort(order).limit(limit)))
+        ]
+
+    def execution_for(self, fire_key: str) -> Execution | None:
+        doc = self._call(lambda: self.executions.find_one({"fire_key": fire_key}))
+        return None if doc is None else execution_from_doc(doc)
+
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         final: Doc = {"status": {"$nin": LIVE}}
 

@@ -43,6 +43,19 @@ class Executions(Connection):
 
         return [execution_from_row(r) for r in self._read(query)]
 
+    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
+        sql = (
+            f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND scheduled_at >= ? AND scheduled_at <= ? "
+            "ORDER BY scheduled_at DESC, id DESC LIMIT ?"
+        )
+        rows = self._read(lambda c: c.execute(sql, (job_id, us(start), us(end), limit)).fetchall())
+        return [execution_from_row(r) for r in rows]
+
+    def execution_for(self, fire_key: str) -> Execution | None:
+        sql = f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?"
+        row = self._read(lambda c: c.execute(sql, (fire_key,)).fetchone())
+        return None if row is None else execution_from_row(row)
+
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         final = "status NOT IN ('running', 'interrupted')"
         with self._tx() as conn:

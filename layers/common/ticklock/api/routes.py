@@ -323,9 +323,7 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def all_fires(call: Call) -> LedgerPage:
         q: AllFiresQuery = call.query
         start, end = q.window(service.clock.now())
-        entries = service.store.list_fires(
-            None, start=start, end=end, outcome=q.status, reason=q.reason, limit=q.limit
-        )
+        entries = service.store.list_fires(None, start=start, end=end, outcome=q.status, reason=q.reason, limit=q.limit)
         return LedgerPage(items=[LedgerEntryOut.of(e) for e in entries])
 
     def preview(call: Call) -> PreviewOut:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/alerts.py [--quick] [--only sqlite,mongodb] [--alerts N]
+    .venv/bin/python plugins/parts/bench/alerts.py [--quick] [--only sqlite,mongodb] [--alerts N]
 
 The store is filled with ``--alerts`` alert documents (20,000; ``--quick`` 2,000), each watching one of
 5,000 parts with three rules (a risk score level, a lifecycle change, a price change of more than 5 %),

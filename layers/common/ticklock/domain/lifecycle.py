@@ -31,7 +31,7 @@ from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, slots_between
 from ticklock.domain.retry import RunOutcome, run_with_retries
-from ticklock.domain.schedules import next_fire
+from ticklock.domain.schedules import CronSchedule, next_fire
 from ticklock.errors import LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
@@ -433,6 +433,12 @@ class TaskRunner:
         if fire.trigger is not Trigger.SCHEDULE:
             return  # a manual fire does not move the schedule
         until = next_run or now
+        schedule = fire.job.schedule
+        if not isinstance(schedule, CronSchedule):
+            return  # an interval has no slots of its own; a once schedule none after its one
+        following = schedule.next_after(fire.scheduled_at)
+        if following is None or following >= until:
+            return  # the usual case, one computation: the slot after this fire is the one the job moves to
         split = until if started is None else min(max(started, fire.scheduled_at) + _JUST, until)
         ranges = [
             (reason, passed)

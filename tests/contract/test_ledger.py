@@ -100,3 +100,12 @@ def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
     assert [int((e.scheduled_at - T0).total_seconds()) for e in window] == [20, 10]
     newest = store.executions_between(job.id, start=T0, end=T0 + timedelta(minutes=1), limit=1)
     assert [int((e.scheduled_at - T0).total_seconds()) for e in newest] == [30]
+    other = store.add_job(make_job(name="other"))
+    store.start_execution(make_execution(Fire(other, T0 + timedelta(seconds=15), Trigger.SCHEDULE, "t")))
+    every = store.executions_between(None, start=T0 + timedelta(seconds=5), end=T0 + timedelta(minutes=1), limit=10)
+    assert [int((e.scheduled_at - T0).total_seconds()) for e in every] == [30, 20, 15, 10]
+    assert store.executions_between(None, start=T0, end=T0 + timedelta(minutes=1), limit=10, statuses=["failed"]) == []
+    running = store.executions_between(
+        other.id, start=T0, end=T0 + timedelta(minutes=1), limit=10, statuses=["running"]
+    )
+    assert [e.job_id for e in running] == [other.id]

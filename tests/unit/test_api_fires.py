@@ -145,3 +145,22 @@ def test_the_slots_a_pause_let_pass_are_missed_as_paused(api: ApiHarness) -> Non
     assert {i["status"] for i in items if at(10) <= i["at"] <= at(40)} == {"missed"}
     assert api.post(f"/jobs/{job['id']}/resume").status_code == 200  # resuming again records nothing new
     assert len(api.get("/fires", params={"reason": "paused"}).json()["items"]) == 1
+
+
+def test_all_fires_lists_the_runs_too_by_their_status(api: ApiHarness) -> None:
+    a = cron_job(api)
+    failed = ran(a["id"], 10).with_changes(status=ExecutionStatus.FAILED, error="RuntimeError: no")
+    api.store.start_execution(failed)
+    api.store.start_execution(ran(a["id"], 30))
+    api.store.record_fire(LedgerEntry.one(a["id"], Reason.OVERLAP_SKIP, T + timedelta(seconds=20), T, Trigger.SCHEDULE))
+    api.clock.advance(120)
+    every = api.get("/fires").json()["items"]
+    assert [(i["first_at"], i["outcome"], i["reason"], i["execution_id"]) for i in every] == [
+        (at(30), "ran", "success", "e30"),
+        (at(20), "skipped", "overlap_skip", None),
+        (at(10), "ran", "failed", "e10"),
+    ]
+    assert [i["execution_id"] for i in api.get("/fires", params={"status": "failed"}).json()["items"]] == ["e10"]
+    assert len(api.get("/fires", params={"status": "ran"}).json()["items"]) == 2
+    assert [i["outcome"] for i in api.get("/fires", params={"reason": "overlap_skip"}).json()["items"]] == ["skipped"]
+    assert [i["first_at"] for i in api.get("/fires", params={"limit": 1}).json()["items"]] == [at(30)]

@@ -125,8 +125,17 @@ class Store(Protocol):
         """A job's executions, newest fire first, starting after the execution id ``before``."""
         ...
 
-    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
-        """A job's executions of fires scheduled in [start, end], newest fire first, at most ``limit``."""
+    def executions_between(
+        self,
+        job_id: str | None,
+        *,
+        start: datetime,
+        end: datetime,
+        limit: int,
+        statuses: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        """The executions (of one job, or of all) of fires scheduled in [start, end], in ``statuses`` if
+        given, newest fire first, at most ``limit``."""
         ...
 
     def execution_for(self, fire_key: str) -> Execution | None:

@@ -46,12 +46,14 @@ from ticklock.api.schemas import (
     UpcomingQuery,
     parse_instant,
 )
+from ticklock.domain.jobs import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
 from ticklock.ports import Store
 
+FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
 HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
@@ -323,8 +325,18 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def all_fires(call: Call) -> LedgerPage:
         q: AllFiresQuery = call.query
         start, end = q.window(service.clock.now())
-        entries = service.store.list_fires(None, start=start, end=end, outcome=q.status, reason=q.reason, limit=q.limit)
-        return LedgerPage(items=[LedgerEntryOut.of(e) for e in entries])
+        items: list[LedgerEntryOut] = []
+        if q.status in (None, "skipped", "missed"):
+            entries = service.store.list_fires(
+                None, start=start, end=end, outcome=q.status, reason=q.reason, limit=q.limit
+            )
+            items += [LedgerEntryOut.of(e) for e in entries]
+        if q.status not in ("skipped", "missed") and q.reason is None:
+            statuses = FINAL_STATUSES if q.status in (None, "ran") else (q.status,)
+            runs = service.store.executions_between(None, start=start, end=end, limit=q.limit, statuses=statuses)
+            items += [LedgerEntryOut.ran(e) for e in runs]
+        items.sort(key=lambda i: i.first_at, reverse=True)
+        return LedgerPage(items=items[: q.limit])
 
     def preview(call: Call) -> PreviewOut:
         body: PreviewRequest = call.body
@@ -357,7 +369,7 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
               "What became of every fire of a job in a window: each slot of its schedule and each fire, newest first",
               returns=JobFires, query=FiresQuery, errors=NOT_FOUND),
         Route("GET", "/fires", all_fires, "listFires",
-              "The fires of every job that did not run in a window (skipped, missed), with their reasons",
+              "Every job's fires in a window: those that did not run (skipped, missed) with their reasons, and runs",
               returns=LedgerPage, query=AllFiresQuery),
         Route("POST", "/schedules/preview", preview, "previewSchedule",
               "The next fires of a schedule that is not saved, each marked when a clock change moves it",

@@ -441,7 +441,9 @@ class FiresQuery(BaseModel):
 
 
 class AllFiresQuery(FiresQuery):
-    status: Literal["skipped", "missed"] | None = Field(None, description="only the fires that ended so")
+    status: Literal["skipped", "missed", "ran", "success", "failed", "timeout", "lost"] | None = Field(
+        None, description="only the fires that ended so: not run (skipped, missed), or ran (any final status, or one)"
+    )
     reason: Literal[LEDGER_REASONS] | None = Field(None, description="only the fires with this reason")  # type: ignore[valid-type]
 
 
@@ -486,14 +488,30 @@ class JobFires(BaseModel):
 
 class LedgerEntryOut(BaseModel):
     job_id: str
-    outcome: str
-    reason: str
+    outcome: str = Field(description="ran, skipped or missed")
+    reason: str = Field(description="why it did not run; for a run, its execution's status")
     first_at: datetime
     last_at: datetime
     count: int
     capped: bool
     trigger: str
-    recorded_at: datetime
+    recorded_at: datetime = Field(description="when it was decided (a run: when it finished)")
+    execution_id: str | None = Field(None, description="the execution, for a run")
+
+    @staticmethod
+    def ran(e: Execution) -> LedgerEntryOut:
+        return LedgerEntryOut(
+            job_id=e.job_id,
+            outcome="ran",
+            reason=e.status.value,
+            first_at=e.scheduled_at,
+            last_at=e.scheduled_at,
+            count=1,
+            capped=False,
+            trigger=e.trigger.value,
+            recorded_at=e.finished_at or e.started_at,
+            execution_id=e.id,
+        )
 
     @staticmethod
     def of(e: LedgerEntry) -> LedgerEntryOut:
@@ -507,11 +525,12 @@ class LedgerEntryOut(BaseModel):
             capped=e.capped,
             trigger=e.trigger.value,
             recorded_at=e.recorded_at,
+            execution_id=None,
         )
 
 
 class LedgerPage(BaseModel):
-    items: list[LedgerEntryOut] = Field(description="the fires that did not run, latest first")
+    items: list[LedgerEntryOut] = Field(description="the fires of the window, latest first")
 
 
 class ExecutionsQuery(BaseModel):

@@ -49,6 +49,7 @@ class Connection:
             [("job_id", ASCENDING), ("scheduled_at", DESCENDING), ("_id", DESCENDING)], name="by_job"
         )
         self.executions.create_index([("finished_at", ASCENDING)], name="finished")
+        self.executions.create_index([("scheduled_at", DESCENDING)], name="by_time")
         self.claims.create_index([("at", ASCENDING)], name="at")
         self.ledger.create_index([("job_id", ASCENDING), ("first_at", DESCENDING)], name="by_job")
         self.ledger.create_index([("first_at", DESCENDING)], name="by_time")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pymongo import DESCENDING
@@ -47,8 +48,20 @@ class Executions(Connection):
 
         return [execution_from_doc(d) for d in self._call(query)]
 
-    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
-        query: Doc = {"job_id": job_id, "scheduled_at": {"$gte": start, "$lte": end}}
+    def executions_between(
+        self,
+        job_id: str | None,
+        *,
+        start: datetime,
+        end: datetime,
+        limit: int,
+        statuses: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        query: Doc = {"scheduled_at": {"$gte": start, "$lte": end}}
+        if job_id is not None:
+            query["job_id"] = job_id
+        if statuses is not None:
+            query["status"] = {"$in": list(statuses)}
         order = [("scheduled_at", DESCENDING), ("_id", DESCENDING)]
         return [
             execution_from_doc(d)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,12 +44,28 @@ class Executions(Connection):
 
         return [execution_from_row(r) for r in self._read(query)]
 
-    def executions_between(self, job_id: str, *, start: datetime, end: datetime, limit: int) -> list[Execution]:
+    def executions_between(
+        self,
+        job_id: str | None,
+        *,
+        start: datetime,
+        end: datetime,
+        limit: int,
+        statuses: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        clauses = ["scheduled_at >= ?", "scheduled_at <= ?"]
+        args: list[Any] = [us(start), us(end)]
+        if job_id is not None:
+            clauses.append("job_id = ?")
+            args.append(job_id)
+        if statuses is not None:
+            clauses.append(f"status IN ({', '.join('?' * len(statuses))})")
+            args.extend(statuses)
         sql = (
-            f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND scheduled_at >= ? AND scheduled_at <= ? "
+            f"SELECT {EXEC_COLUMNS} FROM executions WHERE {' AND '.join(clauses)} "
             "ORDER BY scheduled_at DESC, id DESC LIMIT ?"
         )
-        rows = self._read(lambda c: c.execute(sql, (job_id, us(start), us(end), limit)).fetchall())
+        rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [execution_from_row(r) for r in rows]
 
     def execution_for(self, fire_key: str) -> Execution | None:

@@ -51,6 +51,7 @@ SCHEMA = [
     )""",
     "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
+    "CREATE INDEX IF NOT EXISTS executions_time ON executions (scheduled_at DESC)",
     """
     CREATE TABLE IF NOT EXISTS ledger (
         id TEXT PRIMARY KEY,

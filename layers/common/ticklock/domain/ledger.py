@@ -4,8 +4,8 @@ A fire that ran is its execution. A fire that did not run is a ``LedgerEntry``: 
 decided not to run it: the previous run still held the job, its handler is not registered, the lock
 backend failed) or ``missed`` (its time passed without a run: slots that passed while a run was late,
 or while the job was paused). Consecutive slots that went the same way for the same reason are one
-entry with their range and count. Entries are written once: the id is the job, the outcome and the
-first slot, so replicas and retries recording the same thing leave one.
+entry with their range and count. Entries are written once: the id is the job, the outcome, the trigger
+and the first slot, so replicas and retries recording the same thing leave one.
 
 ``account`` answers "what became of each expected slot of this window", from the schedule, the
 executions and the entries; a slot none of them explains gets a status that says why (not yet due,
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from ticklock.domain.jobs import Execution, Job, Trigger
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
@@ -35,7 +36,7 @@ class Outcome(enum.StrEnum):
 class Reason(enum.StrEnum):
     """Why a fire did not run: a closed set (the API, the metrics and the events use these names)."""
 
-    OVERLAP_SKIP = "overlap_skip"  # the job's previous run still held it (its lock) when this fire came due
+    OVERLAP_SKIP = "overlap_skip"  # the slot passed while the job's run went on (one run of a job at a time)
     UNKNOWN_HANDLER = "unknown_handler"  # no handler of the job's name is registered here
     LOCK_UNAVAILABLE = "lock_unavailable"  # the lock backend failed and TICKLOCK_LOCK_FAILURE=skip
     COLLAPSED = "collapsed"  # the slot passed while an earlier fire of the job was late or running
@@ -157,19 +158,13 @@ def _slots(schedule: Schedule, start: datetime, end: datetime, limit: int, *, in
     if not isinstance(schedule, CronSchedule):
         return []
     if not inclusive:
-        return _walk(schedule, start, lambda at: at < end, limit)
+        return list(islice(_walk(schedule, start, lambda at: at < end), limit))
     # the newest: walk a span before the end, twice as long each time, until it holds enough, keeping
     # the newest ``limit`` of each walk (a walk is bounded; a sparse-then-dense schedule may hit the bound)
     span = timedelta(minutes=1)
     while True:
         begin = max(start, end - span)
-        newest: deque[datetime] = deque(maxlen=limit)
-        at = schedule.next_after(begin - _JUST)
-        walked = 0
-        while at is not None and at <= end and walked < MAX_WALK:
-            newest.append(at)
-            at = schedule.next_after(at)
-            walked += 1
+        newest = deque(islice(_walk(schedule, begin - _JUST, lambda at: at <= end), MAX_WALK), maxlen=limit)
         if len(newest) >= limit or begin == start:
             return list(newest)
         span *= 2
@@ -179,11 +174,9 @@ _JUST = timedelta(microseconds=1)
 MAX_WALK = 200_000  # slots one listing walks at most
 
 
-def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], bool], limit: int) -> list[datetime]:
-    """The slots after ``after`` while ``inside`` holds, at most ``limit``."""
-    found: list[datetime] = []
+def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], bool]) -> Iterator[datetime]:
+    """The slots after ``after``, while ``inside`` holds."""
     at = schedule.next_after(after)
-    while at is not None and inside(at) and len(found) < limit:
-        found.append(at)
+    while at is not None and inside(at):
+        yield at
         at = schedule.next_after(at)
-    return found

@@ -59,6 +59,7 @@ class Policy:
                 raise InvalidJob(
                     f"must be from 1 to {MAX_CATCHUP_WINDOW:g} seconds, got {window:g}", field="policy.catchup_window"
                 )
+            object.__setattr__(self, "catchup_window", float(window))  # 300 and 300.0 are one policy
 
     def to_dict(self) -> dict[str, Any]:
         return {"catchup_window": self.catchup_window}
@@ -70,10 +71,7 @@ class Policy:
         unknown = set(data) - {"catchup_window"}
         if unknown:
             raise InvalidJob(f"unknown policy field {sorted(unknown)[0]!r}", field="policy")
-        window = data.get("catchup_window")
-        return Policy(
-            catchup_window=float(window) if isinstance(window, int) and not isinstance(window, bool) else window
-        )
+        return Policy(catchup_window=data.get("catchup_window"))
 
 
 @dataclass(frozen=True)

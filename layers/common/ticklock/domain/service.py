@@ -186,13 +186,13 @@ class JobService:
             merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now))
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
-        if "enabled" in changes and changes["enabled"] and not job.enabled:
+        resuming = bool(changes.get("enabled")) and not job.enabled
+        if resuming:
             merged = self._resumed(merged, now)
-            stored = self.store.update_job(merged, expected_version=job.version)
-            if not schedule_changed:
-                self._account_pause(job, stored, now)
-            return stored
-        return self.store.update_job(merged, expected_version=job.version)
+        stored = self.store.update_job(merged, expected_version=job.version)
+        if resuming and not schedule_changed:
+            self._account_pause(job, stored, now)
+        return stored
 
     def pause(self, job_id: str) -> Job:
         return self._retrying(lambda: self._pause(job_id))

@@ -15,7 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -108,38 +108,42 @@ class _CheckFailing(Exception):
         self.message = message
 
 
-def _pinging(check: HealthCheck) -> Callable[[], None]:
-    def ping() -> None:
+class _Pingable(Protocol):
+    def ping(self) -> None:
+        """Return when healthy; raise ``StoreUnavailable`` or ``_CheckFailing`` with what is wrong."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A plug-in's health check, pinged like the store."""
+
+    check: HealthCheck
+
+    def ping(self) -> None:
         try:
-            problem = check.check()
+            problem = self.check.check()
         except Exception as exc:  # noqa: BLE001 - a plug-in's check failing is its answer
             problem = f"{type(exc).__name__}: {exc}"
         if problem is not None:
             raise _CheckFailing(str(problem))
 
-    return ping
-
 
 class Probe:
-    """Pings the store (or runs one plug-in health check) with a bound on the wait. One ping at a time,
-    shared: callers that come while it is out wait for it and its deadline (none longer than ``timeout``
-    from the ping's start), and an answer is reused for ``fresh_for`` seconds, so a flood of health checks
-    costs the store one ping and a hung store one thread."""
+    """Pings the store (or a plug-in health check) with a bound on the wait. One ping at a time, shared:
+    callers that come while it is out wait for it and its deadline (none longer than ``timeout`` from the
+    ping's start), and an answer is reused for ``fresh_for`` seconds, so a flood of health checks costs
+    the store one ping and a hung store one thread."""
 
     def __init__(
         self,
-        store: Store | None,
+        target: _Pingable,
         timeout: float = HEALTH_TIMEOUT,
         fresh_for: float = HEALTH_FRESH,
         *,
-        check: HealthCheck | None = None,
+        what: str = "the store",
     ) -> None:
-        if check is not None:
-            self._ping, self._what = _pinging(check), check.name
-        elif store is not None:
-            self._ping, self._what = store.ping, "the store"
-        else:
-            raise TypeError("a Probe pings a store or runs a check")
+        self._ping, self._what = target.ping, what
         self._timeout = timeout
         self._fresh_for = fresh_for
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ticklock-health")
@@ -202,7 +206,7 @@ class Probes:
 
     def __init__(self, store: Store, checks: Sequence[HealthCheck] = ()) -> None:
         self.store = Probe(store)
-        self.checks = {c.name: Probe(None, check=c) for c in checks}
+        self.checks = {c.name: Probe(_Check(c), what=c.name) for c in checks}
 
     def __call__(self) -> tuple[str | None, dict[str, str | None]]:
         """The store's problem (None: it answered), and each check's: all asked at once, so the answer

@@ -44,8 +44,8 @@ def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
             default=None,
             help=f"{setting.help} (env {setting.env}, default {setting.default!r})",
         )
-        for old in setting.aliases:  # deprecated, still read: Settings.load says so at start-up
-            serve.add_argument(f"--{old.replace('_', '-')}", dest=old, default=None, help=argparse.SUPPRESS)
+        for old, flag in zip(setting.aliases, setting.older_flags, strict=True):  # deprecated, still read
+            serve.add_argument(flag, dest=old, default=None, help=argparse.SUPPRESS)
     commands.add_parser("config-table", help="print the configuration reference as a Markdown table")
     cron = commands.add_parser(
         "cron",

@@ -29,7 +29,6 @@ own ``register``), which becomes a plug-in of handlers alone, named by the entry
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib.metadata import entry_points
@@ -66,7 +65,6 @@ GROUP = "ticklock.plugins"
 LEGACY_GROUP = "ticklock.handlers"
 PREFIX = "TICKLOCK_"
 
-log = logging.getLogger("ticklock.plugins")
 
 Parser = Callable[[str], Any]
 C = TypeVar("C")
@@ -99,11 +97,28 @@ class Setting:
 
     @property
     def env(self) -> str:
-        return f"{PREFIX}{self.key.replace('.', '_').upper()}"
+        return _env(self.key)
 
     @property
     def flag(self) -> str:
-        return f"--{self.key.replace('.', '-').replace('_', '-')}"
+        return _flag(self.key)
+
+    @property
+    def older_envs(self) -> tuple[str, ...]:
+        """The variables of its older names, ``aliases``' order."""
+        return tuple(_env(old) for old in self.aliases)
+
+    @property
+    def older_flags(self) -> tuple[str, ...]:
+        return tuple(_flag(old) for old in self.aliases)
+
+
+def _env(key: str) -> str:
+    return f"{PREFIX}{key.replace('.', '_').upper()}"
+
+
+def _flag(key: str) -> str:
+    return f"--{key.replace('.', '-').replace('_', '-')}"
 
 
 def _bounded(convert: Callable[[str], float], what: str, low: float, high: float) -> Parser:
@@ -193,12 +208,8 @@ class EngineSettings(Protocol):
         ...
 
 
-def _no_email() -> EmailSender | None:
-    return None
-
-
-def _no_webhook() -> WebhookSender | None:
-    return None
+def _no_notifier() -> None:
+    return None  # a bare Context (a test's, a script's) has no notifiers
 
 
 @dataclass(frozen=True)
@@ -207,9 +218,9 @@ class Context(Generic[C]):
 
     config: C
     engine: EngineSettings
-    email: Callable[[], EmailSender | None] = _no_email
+    email: Callable[[], EmailSender | None] = _no_notifier
     """The email sender ``TICKLOCK_EMAIL`` configures (built once, on first call), or None when email is off."""
-    webhook: Callable[[], WebhookSender | None] = _no_webhook
+    webhook: Callable[[], WebhookSender | None] = _no_notifier
     """The webhook sender (``TICKLOCK_WEBHOOK_*``: signed JSON POSTs; ``await``-ed), built once, on first
     call. A context the engine builds always has one; a bare ``Context`` (a test's) has none."""
 

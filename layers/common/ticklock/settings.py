@@ -18,7 +18,6 @@ from typing import Any
 from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import ConfigError
 from ticklock.plugin import (
-    PREFIX,
     Plugin,
     Setting,
     choice,
@@ -314,7 +313,7 @@ def every_setting(plugins: Iterable[Plugin[Any]] = ()) -> tuple[Setting, ...]:
 def _check_unique(settings: Iterable[Setting]) -> None:
     seen: dict[str, str] = {}
     for s in settings:
-        for env in (s.env, *(f"{PREFIX}{old.upper()}" for old in s.aliases)):
+        for env in (s.env, *s.older_envs):
             if env in seen:
                 raise ConfigError(f"two settings are read from {env}: {seen[env]} and {s.key}")
             seen[env] = s.key
@@ -340,11 +339,13 @@ def _raw(
     or the default (a flag wins over any variable, a new name over an older one)."""
     if setting.key in overrides:
         return overrides[setting.key], setting.flag
-    olds = [(f"--{old.replace('_', '-')}", f"{PREFIX}{old.upper()}") for old in setting.aliases]
     candidates = [
-        *((flag, setting.flag, overrides.get(old)) for (flag, _), old in zip(olds, setting.aliases, strict=True)),
+        *(
+            (flag, setting.flag, overrides.get(old))
+            for flag, old in zip(setting.older_flags, setting.aliases, strict=True)
+        ),
         (setting.env, None, environ.get(setting.env)),
-        *((env, setting.env, environ.get(env)) for _, env in olds),
+        *((env, setting.env, environ.get(env)) for env in setting.older_envs),
     ]
     for source, new, raw in candidates:
         if raw is not None:
@@ -360,7 +361,7 @@ def markdown_table(plugins: Iterable[Plugin[Any]] = ()) -> str:
     def table(settings: Iterable[Setting]) -> list[str]:
         rows = ["| variable | flag | default | meaning |", "| --- | --- | --- | --- |"]
         for s in settings:
-            older = f" (formerly `{', '.join(PREFIX + old.upper() for old in s.aliases)}`)" if s.aliases else ""
+            older = f" (formerly `{', '.join(s.older_envs)}`)" if s.aliases else ""
             secret = " (secret: kept out of logs)" if s.secret else ""
             rows.append(f"| `{s.env}` | `{s.flag}` | `{s.default}` | {s.help}{older}{secret} |")
         return rows

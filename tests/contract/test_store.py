@@ -329,6 +329,25 @@ def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:
     assert {e.id for e in store.list_executions(job.id)} == {rows[0].id, rows[5].id}
 
 
+def test_open_executions_are_the_unfinished_past_their_deadline_earliest_first(store: Store) -> None:
+    job = store.add_job(make_job(timeout=10))
+    rows = []
+    for i, status in enumerate(
+        [ExecutionStatus.RUNNING, ExecutionStatus.INTERRUPTED, ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING]
+    ):
+        fire = Fire(job, T0 + timedelta(seconds=i), Trigger.SCHEDULE, "t")
+        execution = store.start_execution(make_execution(fire).with_changes(jitter=0.25 * i)).execution
+        if status is not ExecutionStatus.RUNNING:
+            execution = execution.with_changes(status=status, finished_at=fire.scheduled_at)
+            store.finish_execution(execution)
+        rows.append(execution)
+    assert store.get_execution(rows[3].id).jitter == 0.75  # the jitter round-trips too
+    found = store.open_executions(deadline_before=T0 + timedelta(seconds=12.5), limit=10)
+    assert [e.id for e in found] == [rows[0].id, rows[1].id]  # deadlines +10, +11; +13 not yet; +12 finished
+    assert [e.id for e in store.open_executions(deadline_before=T0 + timedelta(hours=1), limit=1)] == [rows[0].id]
+    assert store.open_executions(deadline_before=T0, limit=10) == []
+
+
 def test_ping_answers(store: Store) -> None:
     store.ping()
 

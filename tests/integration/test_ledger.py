@@ -6,72 +6,20 @@ events tell the same story; the fires that are not ends (a duplicate delivery, a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
+from tests.support.engine import EVERY_10, Engine, T
 from tests.support.factories import make_execution, make_job
-from tests.support.recorders import DownLocker, RecordingMetrics, RecordingPublisher
+from tests.support.recorders import DownLocker
 from ticklock.adapters.lock.local import LocalLocker
-from ticklock.clock import FakeClock
-from ticklock.domain.handlers import HandlerContext, Registry
-from ticklock.domain.invoke import Invoker
-from ticklock.domain.jobs import Fire, Job, Policy
+from ticklock.domain.handlers import HandlerContext
+from ticklock.domain.jobs import Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
-from ticklock.domain.lifecycle import LockFailure, SkipReason, TaskRunner
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, Schedule
-from ticklock.ports import Locker, Store
-
-T = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a slot of every schedule below
-EVERY_10 = CronSchedule("*/10 * * * * *")
-
-
-class Engine:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.clock = FakeClock(T)
-        self.metrics = RecordingMetrics()
-        self.publisher = RecordingPublisher()
-        self.registry = Registry()
-        self.registry.register("noop", lambda ctx: None)
-        self.registry.register("long", self._long)
-        self.invoker = Invoker()
-
-    def _long(self, ctx: HandlerContext) -> None:
-        """Runs 25 s of fake time."""
-        self.clock.advance(25)
-
-    def runner(self, locker: Locker | None = None, lock_failure: LockFailure = LockFailure.SKIP) -> TaskRunner:
-        return TaskRunner(
-            store=self.store,
-            locker=locker or LocalLocker(self.clock),
-            publisher=self.publisher,
-            metrics=self.metrics,
-            registry=self.registry,
-            clock=self.clock,
-            invoker=self.invoker,
-            owner="test",
-            lock_failure=lock_failure,
-        )
-
-    def add(self, handler: str = "noop", schedule: Schedule = EVERY_10) -> Job:
-        return self.store.add_job(
-            make_job(handler=handler, schedule=schedule, next_run_at=T, created_at=T - timedelta(minutes=1), timeout=60)
-        )
-
-    def claim(self, of: Job | None = None) -> Fire:
-        now = self.clock.now()
-        jobs = self.store.claim_due(now=now, horizon=now, limit=10, owner="test", slack=timedelta(seconds=120))
-        [job] = [j for j in jobs if of is None or j.id == of.id]
-        return Fire.of(job)
-
-    def ledger(self, job: Job) -> list[tuple[str, int, int, int]]:
-        """(reason, first slot, last slot as seconds after T, count), oldest first."""
-        found = self.store.list_fires(job.id, start=T - timedelta(hours=1), end=T + timedelta(hours=1))
-        return [
-            (e.reason.value, int((e.first_at - T).total_seconds()), int((e.last_at - T).total_seconds()), e.count)
-            for e in reversed(found)
-        ]
+from ticklock.domain.lifecycle import LockFailure, SkipReason
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule
+from ticklock.ports import Store
 
 
 @pytest.fixture

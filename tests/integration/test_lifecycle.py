@@ -301,12 +301,12 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
     from ticklock.domain import lifecycle
     from ticklock.errors import InvalidJob
 
-    def broken(schedule: Any, *, now: Any) -> Any:
+    def broken(job: Any, slot: Any, started: Any, now: Any) -> Any:
         raise InvalidJob("cron '0 */5 1 * * *' found no valid fire time", field="schedule.expr")
 
     log = tmp_path / "calls"
     job = fake.add("test.flaky", payload={"succeed_on": 1, "path": str(log)}, schedule=CronSchedule("0 */5 1 * * *"))
-    monkeypatch.setattr(lifecycle, "next_fire", broken)
+    monkeypatch.setattr(lifecycle, "following", broken)
     with caplog.at_level(logging.ERROR, logger="ticklock.lifecycle"):
         outcome = fake.runner().run(fake.claim_one())
     assert outcome.execution is not None

@@ -1,5 +1,5 @@
-"""A SQLite file written by the first schema (version 1) opens under the current one: its jobs gain
-``disabled_reason`` and read as before."""
+"""SQLite files written by older schemas open under the current one: a first file's jobs gain
+``disabled_reason`` and a policy and read as before; a version 3 file's executions gain a jitter."""
 
 from __future__ import annotations
 
@@ -47,8 +47,32 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     finally:
         store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3  # 3: the fire ledger
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4  # 4: executions.jitter
     tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "executions", "ledger"} <= tables
     check.close()
     SQLiteStore(path).close()  # opening a migrated file again changes nothing
+
+
+def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    store = SQLiteStore(path)
+    store.close()
+    old = sqlite3.connect(path)  # make it a version 3 file: executions without the jitter column
+    old.execute("ALTER TABLE executions DROP COLUMN jitter")
+    old.execute(
+        "INSERT INTO executions VALUES ('e1', 'j1', 'j1:schedule:1', 'noop', 'schedule', 1767225600000000, "
+        "1767225600000000, 1767225660000000, 'tok', 'me', 'success', 1, 0, 1767225601000000, 1.0, NULL)"
+    )
+    old.execute("PRAGMA user_version=3")
+    old.commit()
+    old.close()
+    store = SQLiteStore(path)
+    try:
+        execution = store.get_execution("e1")
+        assert (execution.status.value, execution.jitter, execution.lag) == ("success", 0.0, 0.0)
+    finally:
+        store.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    check.close()

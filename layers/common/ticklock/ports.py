@@ -142,6 +142,11 @@ class Store(Protocol):
         """The execution of that fire (``Fire.key``), if there is one."""
         ...
 
+    def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
+        """Executions not final (RUNNING or INTERRUPTED) whose deadline is before ``deadline_before``,
+        earliest deadline first, at most ``limit``: the fires whose runner vanished or was cut off."""
+        ...
+
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished executions older than ``older_than``, and all but the newest ``keep_per_job``
         finished ones of each job, and the ledger's entries whose last slot is older than ``older_than``.

@@ -59,6 +59,7 @@ EXECUTION_FIELDS = (
     "finished_at",
     "duration",
     "error",
+    "jitter",
 )
 
 
@@ -170,6 +171,7 @@ def execution_record(e: Execution, times: Times) -> dict[str, Any]:
         "finished_at": times.out(e.finished_at),
         "duration": e.duration,
         "error": e.error,
+        "jitter": e.jitter,
     }
 
 
@@ -191,6 +193,7 @@ def execution_from_record(record: Mapping[str, Any], times: Times) -> Execution:
         finished_at=times.back(record.get("finished_at")),
         duration=record.get("duration"),
         error=record.get("error"),
+        jitter=record.get("jitter") or 0.0,  # rows from before jitter have none
     )
 
 

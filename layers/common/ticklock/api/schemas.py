@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from ticklock.domain.jobs import MAX_CATCHUP_WINDOW, Execution, Job, Policy
+from ticklock.domain.jobs import BUFFER_ALL_CAP, MAX_CATCHUP_WINDOW, MAX_JITTER, Execution, Job, Overlap, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate
 from ticklock.domain.schedules import (
     MAX_PREVIEW,
@@ -147,9 +147,22 @@ class PolicyIn(BaseModel):
         description="seconds a scheduled fire may be late and still run (once, at its own time); later, it is "
         "missed (catchup_window_passed) and the job moves on; null: any lateness is caught up",
     )
+    overlap: Overlap = Field(
+        Overlap.SKIP,
+        description="a fire that comes due while the job's run goes on: skip it (overlap_skip); buffer_one (the "
+        "latest runs right after); buffer_all (each in turn, at most " + str(BUFFER_ALL_CAP) + " waiting); "
+        "cancel_other (the run is cancelled and the new fire starts); allow_all (runs of the job overlap)",
+    )
+    max_jitter: StrictFloat = Field(
+        0.0,
+        ge=0.0,
+        le=MAX_JITTER,
+        description="each scheduled fire starts up to this many seconds after its slot, by an offset fixed per "
+        "fire (the same on every replica and retry); 0: on the slot",
+    )
 
     def to_domain(self) -> Policy:
-        return Policy(catchup_window=self.catchup_window)
+        return Policy(catchup_window=self.catchup_window, overlap=self.overlap, max_jitter=self.max_jitter)
 
 
 class JobCreate(BaseModel):
@@ -319,7 +332,10 @@ class ExecutionOut(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     duration: float | None
-    lag: float = Field(description="seconds from the scheduled time to the start")
+    lag: float = Field(
+        description="seconds from when the fire was due (its scheduled time plus its jitter) to its start"
+    )
+    jitter: float = Field(description="seconds after its scheduled time the fire was due (the job's max_jitter)")
     attempts: int
     resumes: int
     error: str | None
@@ -338,6 +354,7 @@ class ExecutionOut(BaseModel):
             finished_at=e.finished_at,
             duration=e.duration,
             lag=e.lag,
+            jitter=e.jitter,
             attempts=e.attempts,
             resumes=e.resumes,
             error=e.error,
@@ -441,7 +458,7 @@ class FiresQuery(BaseModel):
 
 
 class AllFiresQuery(FiresQuery):
-    status: Literal["skipped", "missed", "ran", "success", "failed", "timeout", "lost"] | None = Field(
+    status: Literal["skipped", "missed", "ran", "success", "failed", "timeout", "cancelled", "lost"] | None = Field(
         None, description="only the fires that ended so: not run (skipped, missed), or ran (any final status, or one)"
     )
     reason: Literal[LEDGER_REASONS] | None = Field(None, description="only the fires with this reason")  # type: ignore[valid-type]

@@ -87,7 +87,7 @@ class Dispatcher:
                     self.store.release(job.id, job.lease.token)
         with self._mutex:
             for fire in fires:
-                heapq.heappush(self._pending, (fire.scheduled_at, next(self._seq), fire))
+                heapq.heappush(self._pending, (fire.due, next(self._seq), fire))  # its slot plus its jitter
         self._safely_tick(len(jobs), time.perf_counter() - started, failed=False)
         return len(jobs), len(jobs) == limit
 

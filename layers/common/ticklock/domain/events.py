@@ -18,6 +18,7 @@ _FINISHED = {
     ExecutionStatus.TIMEOUT: "job.execution.timeout",
     ExecutionStatus.INTERRUPTED: "job.execution.interrupted",
     ExecutionStatus.LOST: "job.execution.lost",
+    ExecutionStatus.CANCELLED: "job.execution.cancelled",
 }
 
 

@@ -104,14 +104,16 @@ class Invoker:
         with self._lock:
             return self._abandoned
 
-    def call(self, handler: Handler, ctx: HandlerContext, timeout: float) -> AttemptResult:
+    def call(self, handler: Handler, ctx: HandlerContext, timeout: float, *, grace: float = 0.0) -> AttemptResult:
+        """Run one attempt for at most ``timeout`` seconds. With ``grace``, a sync handler still running
+        then is told (``ctx.cancelled``) and given that long to return before it is abandoned."""
         call = _Call()
         with self._lock:
             self._inflight.add(call)
         try:
             if handler.is_async:
                 return self._call_async(handler, ctx, timeout, call)
-            return self._call_sync(handler, ctx, timeout, call)
+            return self._call_sync(handler, ctx, timeout, call, grace)
         finally:
             with self._lock:
                 self._inflight.discard(call)
@@ -138,12 +140,19 @@ class Invoker:
             self._loop.close()
 
     # -- sync -----------------------------------------------------------------------------------------
-    def _call_sync(self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call) -> AttemptResult:
+    def _call_sync(
+        self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call, grace: float
+    ) -> AttemptResult:
         with self._lock:
             runner = self._idle.pop() if self._idle else None
         (runner or _Runner(self)).inbox.put((handler.func, ctx, call))
-        call.done.wait(timeout)
+        told = not call.done.wait(timeout) and grace > 0 and not call.interrupted
+        if told:
+            ctx.cancelled.set()  # told to stop, and given ``grace`` to do so
+            call.done.wait(grace)
         with self._lock:
+            if call.finished and told:  # it stopped when told: past its time, but nothing is left running
+                return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
             if call.finished:
                 return AttemptResult(call.kind, call.error)
             call.abandoned = True

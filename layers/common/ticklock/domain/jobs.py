@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.domain.schedules import Schedule
@@ -30,6 +31,7 @@ class ExecutionStatus(enum.StrEnum):
     TIMEOUT = "timeout"
     INTERRUPTED = "interrupted"  # cut off by a shutdown; the fire is resumed by the next claim
     LOST = "lost"  # its owner vanished too often; given up rather than resumed again
+    CANCELLED = "cancelled"  # cut off when the job's next fire came due (overlap policy cancel_other)
 
     @property
     def final(self) -> bool:
@@ -37,6 +39,22 @@ class ExecutionStatus(enum.StrEnum):
 
 
 MAX_CATCHUP_WINDOW = 30 * 86400.0
+MAX_JITTER = 3600.0
+BUFFER_ALL_CAP = 100  # fires buffer_all keeps waiting at most; older ones are skipped
+
+
+class Overlap(enum.StrEnum):
+    """What happens to a job's fire that comes due while its previous run is still going (Temporal's
+    names). Runs of one job never overlap, except under ``allow_all``."""
+
+    SKIP = "skip"  # it is skipped (overlap_skip); the job goes on at its next slot after the run
+    BUFFER_ONE = "buffer_one"  # the latest such fire runs right after; the others are skipped
+    BUFFER_ALL = "buffer_all"  # each runs in turn, oldest first; past BUFFER_ALL_CAP the oldest are skipped
+    CANCEL_OTHER = "cancel_other"  # the running attempt is cancelled, and the new fire starts when it ends
+    ALLOW_ALL = "allow_all"  # it starts at its time, beside the run that goes on
+
+
+POLICY_FIELDS = ("catchup_window", "overlap", "max_jitter")
 
 
 @dataclass(frozen=True)
@@ -46,32 +64,63 @@ class Policy:
 
     ``catchup_window``: seconds a scheduled fire may be late and still run (once, carrying its own time);
     a fire later than that is ``missed`` with ``catchup_window_passed`` and the job moves on. None: any
-    lateness is caught up."""
+    lateness is caught up.
+
+    ``overlap``: an ``Overlap``, for the slots that come due while a run goes on.
+
+    ``max_jitter``: each scheduled fire starts up to this many seconds after its slot, by an offset
+    drawn from the job and the slot (``jitter``): the same on every replica and every retry."""
 
     catchup_window: float | None = None
+    overlap: Overlap = Overlap.SKIP
+    max_jitter: float = 0.0
 
     def __post_init__(self) -> None:
         window = self.catchup_window
         if window is not None:
-            if isinstance(window, bool) or not isinstance(window, int | float):
-                raise InvalidJob("must be a number of seconds, or null", field="policy.catchup_window")
+            window = _seconds(window, "policy.catchup_window", "or null")
             if not 1.0 <= window <= MAX_CATCHUP_WINDOW:
                 raise InvalidJob(
                     f"must be from 1 to {MAX_CATCHUP_WINDOW:g} seconds, got {window:g}", field="policy.catchup_window"
                 )
-            object.__setattr__(self, "catchup_window", float(window))  # 300 and 300.0 are one policy
+            object.__setattr__(self, "catchup_window", window)  # 300 and 300.0 are one policy
+        if not isinstance(self.overlap, Overlap):
+            if self.overlap not in tuple(Overlap):
+                choices = ", ".join(o.value for o in Overlap)
+                raise InvalidJob(f"must be one of {choices}, not {self.overlap!r}", field="policy.overlap")
+            object.__setattr__(self, "overlap", Overlap(self.overlap))
+        jitter = _seconds(self.max_jitter, "policy.max_jitter", "")
+        if not 0.0 <= jitter <= MAX_JITTER:
+            raise InvalidJob(f"must be from 0 to {MAX_JITTER:g} seconds, got {jitter:g}", field="policy.max_jitter")
+        object.__setattr__(self, "max_jitter", jitter)
+
+    def jitter(self, job_id: str, slot: datetime) -> float:
+        """The offset of the fire at ``slot``, in whole milliseconds from 0 to ``max_jitter``: a hash of
+        the job and the slot, so every replica and every retry of the fire agrees on it."""
+        if not self.max_jitter:
+            return 0.0
+        micros = int(slot.timestamp() * 1_000_000)
+        digest = hashlib.blake2b(f"{job_id}:{micros}".encode(), digest_size=8).digest()
+        return int(int.from_bytes(digest) * (self.max_jitter * 1000 + 1) / 2**64) / 1000
 
     def to_dict(self) -> dict[str, Any]:
-        return {"catchup_window": self.catchup_window}
+        return {"catchup_window": self.catchup_window, "overlap": self.overlap.value, "max_jitter": self.max_jitter}
 
     @staticmethod
     def from_dict(data: Mapping[str, Any] | None) -> Policy:
         """A stored or given policy; keys it does not know are refused, missing ones take their default."""
         data = data or {}
-        unknown = set(data) - {"catchup_window"}
+        unknown = set(data) - set(POLICY_FIELDS)
         if unknown:
             raise InvalidJob(f"unknown policy field {sorted(unknown)[0]!r}", field="policy")
-        return Policy(catchup_window=data.get("catchup_window"))
+        defaults = Policy()
+        return Policy(**{name: data.get(name, getattr(defaults, name)) for name in POLICY_FIELDS})
+
+
+def _seconds(value: Any, where: str, alternative: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidJob(f"must be a number of seconds{' ' + alternative if alternative else ''}", field=where)
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -106,13 +155,20 @@ class Job:
 
     def due_at(self, now: datetime) -> datetime | None:
         """When the job is next claimable: its earliest pending fire, but never inside a live lease."""
-        candidates = [t for t in (self.next_run_at if self.enabled else None, self.trigger_at) if t]
+        scheduled = self.next_run_at if self.enabled else None
+        candidates = [t for t in (self.jittered(scheduled), self.trigger_at) if t]
         if not candidates:
             return None
         due = min(candidates)
         if self.lease is not None and self.lease.until > now:
             return max(due, self.lease.until)
         return due
+
+    def jittered(self, slot: datetime | None) -> datetime | None:
+        """When the scheduled fire at ``slot`` starts: the slot plus its jitter (``Policy.jitter``)."""
+        if slot is None or not self.policy.max_jitter:
+            return slot
+        return slot + timedelta(seconds=self.policy.jitter(self.id, slot))
 
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)
@@ -146,6 +202,17 @@ class Fire:
     @property
     def key(self) -> str:
         return fire_key(self.job.id, self.trigger, self.scheduled_at)
+
+    @property
+    def jitter(self) -> float:
+        """Seconds after its slot the fire starts (a manual fire has none: it was asked for now)."""
+        return self.job.policy.jitter(self.job.id, self.scheduled_at) if self.trigger is Trigger.SCHEDULE else 0.0
+
+    @property
+    def due(self) -> datetime:
+        """When the fire starts: its slot plus its jitter."""
+        jitter = self.jitter
+        return self.scheduled_at + timedelta(seconds=jitter) if jitter else self.scheduled_at
 
     @staticmethod
     def of(job: Job) -> Fire:
@@ -185,11 +252,13 @@ class Execution:
     finished_at: datetime | None = None
     duration: float | None = None
     error: str | None = None
+    jitter: float = 0.0  # seconds after its slot the fire was due to start (``Policy.max_jitter``)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def lag(self) -> float:
-        return (self.started_at - self.scheduled_at).total_seconds()
+        """Seconds from when the fire was due (its slot plus its jitter) to its start."""
+        return (self.started_at - self.scheduled_at).total_seconds() - self.jitter
 
     def with_changes(self, **changes: Any) -> Execution:
         return replace(self, **changes)

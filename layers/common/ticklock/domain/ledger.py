@@ -180,3 +180,10 @@ def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], 
     while at is not None and inside(at):
         yield at
         at = schedule.next_after(at)
+
+
+def newest_slots(schedule: Schedule, after: datetime, upto: datetime, limit: int) -> list[datetime]:
+    """The newest ``limit`` slots of the schedule in (after, upto], oldest first."""
+    if upto <= after:
+        return []
+    return _slots(schedule, after + _JUST, upto, limit, inclusive=True)

@@ -20,7 +20,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,17 +28,19 @@ from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Trigger
+from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job, Overlap, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, slots_between
+from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
-from ticklock.domain.schedules import CronSchedule, next_fire
-from ticklock.errors import LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
+from ticklock.domain.schedules import CronSchedule
+from ticklock.errors import JobNotFound, LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
 log = logging.getLogger("ticklock.lifecycle")
 DISABLE_TRIES = 5
 
 MAX_RESUMES = 3
+ORPHANS_PER_SWEEP = 100
 
 
 # seconds between tries of a run's final write while the store is out
@@ -132,7 +134,7 @@ class TaskRunner:
             )
             return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
         now = self.clock.now()
-        window, late = job.policy.catchup_window, (now - fire.scheduled_at).total_seconds()
+        window, late = job.policy.catchup_window, (now - fire.due).total_seconds()
         # a fire that has an execution already (a resume, a second delivery) is not judged late: it goes on
         if fire.trigger is Trigger.SCHEDULE and window is not None and late > window and not self._has_run(fire):
             reason = SkipReason.CATCHUP_WINDOW_PASSED.value
@@ -142,8 +144,9 @@ class TaskRunner:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             return self._skip(fire, SkipReason.LEASE_EXPIRED)
 
-        # 1. lock
-        key = f"job:{job.id}"
+        # 1. lock: the job's, so that its runs do not overlap; under allow_all the fire's alone
+        together = job.policy.overlap is Overlap.ALLOW_ALL
+        key = f"fire:{fire.key}" if together else f"job:{job.id}"
         try:
             lock_token = self.locker.acquire(key, job.timeout + LOCK_MARGIN)
         except LockUnavailable as exc:
@@ -161,12 +164,15 @@ class TaskRunner:
             if isinstance(execution, SkipReason):
                 return Outcome(skipped=execution)
             fields["execution_id"] = execution.id
+            if together:
+                # 5. advance first: the job's next fire is claimable while this one runs
+                self._advance(fire)
             # 3. run
             outcome = self._run(fire, handler, execution, fields)
             # a straggler past its deadline keeps the lock; a cut-off at shutdown dies with the process
-            keep_lock = outcome.abandoned and outcome.status is ExecutionStatus.TIMEOUT
+            keep_lock = outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)
             # 4. finalise, 5. advance
-            return Outcome(execution=self._finish(fire, execution, outcome, fields))
+            return Outcome(execution=self._finish(fire, execution, outcome, fields, advance=not together))
         finally:
             if lock_token and not keep_lock:
                 # A handler thread still running past its deadline keeps the lock until its TTL.
@@ -187,6 +193,7 @@ class TaskRunner:
             deadline_at=now + timedelta(seconds=job.timeout),
             run_token=uuid.uuid4().hex,
             owner=self.owner,
+            jitter=fire.jitter,
         )
         started = self.store.start_execution(fresh)
         execution = started.execution
@@ -271,6 +278,41 @@ class TaskRunner:
             return  # finished, or running somewhere right now: that run decides
         self._lose(fire, execution, error)
 
+    def lose_orphans(self, *, limit: int = ORPHANS_PER_SWEEP) -> int:
+        """Finalise as LOST the allow_all fires whose run was cut off or whose runner vanished (past the
+        deadline and the lock margin): their job went on when they started, so no claim brings them back
+        to be resumed. Other jobs' such fires are resumed by their next claim, and left alone here.
+        Returns how many were lost."""
+        now = self.clock.now()
+        found = self.store.open_executions(deadline_before=now - timedelta(seconds=LOCK_MARGIN), limit=limit)
+        jobs: dict[str, Job | None] = {}
+        lost = 0
+        for execution in found:
+            if execution.job_id not in jobs:
+                try:
+                    jobs[execution.job_id] = self.store.get_job(execution.job_id)
+                except JobNotFound:
+                    jobs[execution.job_id] = None
+            job = jobs[execution.job_id]
+            if job is None or job.policy.overlap is not Overlap.ALLOW_ALL:
+                continue
+            cause = (
+                "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
+            )
+            done = execution.with_changes(
+                status=ExecutionStatus.LOST,
+                finished_at=now,
+                error=f"{cause}; not run again: under allow_all its job went on when it started",
+            )
+            if self.store.finish_execution(done):
+                lost += 1
+                fields = {"job_id": job.id, "fire_time": done.scheduled_at.isoformat(), "execution_id": done.id}
+                log.error("execution.lost", extra={**fields, "error": done.error})
+                self._safely("metrics.failed", fields, self.metrics.fire_finished, done.handler, "lost", 0.0, 0)
+                self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", "lost", 1)
+                self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, job.name))
+        return lost
+
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:
         now = self.clock.now()
         lost = execution.with_changes(status=ExecutionStatus.LOST, finished_at=now, error=error)
@@ -288,6 +330,13 @@ class TaskRunner:
             logging.getLogger(f"ticklock.handler.{handler.name}"),
             {"job_id": job.id, "fire_time": fields["fire_time"], "execution_id": execution.id},
         )
+        # cancel_other: the run is cut off when the job's next slot comes due (the first after it started);
+        # a sync handler then has LOCK_MARGIN seconds to see ``ctx.cancelled`` and return
+        cut = None
+        if job.policy.overlap is Overlap.CANCEL_OTHER and isinstance(job.schedule, CronSchedule):
+            cut = job.schedule.next_after(max(execution.started_at, fire.scheduled_at))
+            cut = None if cut is None or cut >= execution.deadline_at else cut
+        grace = 0.0 if cut is None else LOCK_MARGIN
 
         def attempt(number: int, seconds_left: float) -> AttemptResult:
             ctx = HandlerContext(
@@ -301,7 +350,7 @@ class TaskRunner:
                 logger=adapter,
                 now=self.clock.now,
             )
-            result = self.invoker.call(handler, ctx, seconds_left)
+            result = self.invoker.call(handler, ctx, seconds_left, grace=grace)
             if result.error:
                 log.warning(
                     "attempt.failed",
@@ -309,12 +358,25 @@ class TaskRunner:
                 )
             return result
 
-        return run_with_retries(
-            attempt, clock=self.clock, deadline=execution.deadline_at, max_retries=job.max_retries, cancel=self.shutdown
+        outcome = run_with_retries(
+            attempt,
+            clock=self.clock,
+            deadline=cut or execution.deadline_at,
+            max_retries=job.max_retries,
+            cancel=self.shutdown,
+        )
+        if cut is None or outcome.status is not ExecutionStatus.TIMEOUT:
+            return outcome
+        return replace(
+            outcome,
+            status=ExecutionStatus.CANCELLED,
+            error=f"cancelled: the next fire, {cut.isoformat()}, came due (overlap policy cancel_other)",
         )
 
     # -- steps 4 and 5 ----------------------------------------------------------------------------
-    def _finish(self, fire: Fire, execution: Execution, outcome: RunOutcome, fields: dict[str, Any]) -> Execution:
+    def _finish(
+        self, fire: Fire, execution: Execution, outcome: RunOutcome, fields: dict[str, Any], *, advance: bool
+    ) -> Execution:
         now = self.clock.now()
         done = execution.with_changes(
             status=outcome.status,
@@ -325,9 +387,11 @@ class TaskRunner:
         )
         if done.status is ExecutionStatus.INTERRUPTED:
             finished = self.store.finish_execution(done)
-            if finished:
+            if finished and advance:
                 self.store.release(fire.job.id, fire.lease_token)
             advanced, stop = True, None
+        elif not advance:  # advanced when it started (allow_all)
+            finished, advanced, stop = self._finish_only(done), True, None
         else:
             finished, advanced, stop, next_run = self._complete(done, fire, now)
             if finished and advanced:
@@ -370,7 +434,7 @@ class TaskRunner:
         fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded.
         Returns (finished, advanced, why the job was disabled if its schedule found no next fire, the next
         fire it was advanced to)."""
-        next_run, stop = self._next_run(fire, now)
+        next_run, stop = self._next_run(fire, now, done.started_at)
         for attempt, wait in enumerate((*COMPLETE_BACKOFF, None)):
             try:
                 finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
@@ -388,14 +452,27 @@ class TaskRunner:
                 self.clock.sleep(wait)
         raise AssertionError("unreachable")
 
+    def _finish_only(self, done: Execution) -> bool:
+        """``Store.finish_execution``, retried through a store outage as ``_complete`` is."""
+        for wait in (*COMPLETE_BACKOFF, None):
+            try:
+                return self.store.finish_execution(done)
+            except StoreUnavailable as exc:
+                if wait is None:
+                    raise
+                log.warning("execution.complete_retry", extra={"job_id": done.job_id, "error": str(exc), "wait": wait})
+                self.clock.sleep(wait)
+        raise AssertionError("unreachable")
+
     @staticmethod
-    def _next_run(fire: Fire, now: datetime) -> tuple[datetime | None, str | None]:
-        """The job's next fire after ``fire``, and, when its schedule cannot compute one, why (the job is
-        then disabled: next_run_at None)."""
+    def _next_run(fire: Fire, now: datetime, started: datetime | None) -> tuple[datetime | None, str | None]:
+        """The job's next fire after ``fire`` (whose run started at ``started``; None: it did not run), by
+        its overlap policy, and, when its schedule cannot compute one, why (the job is then disabled:
+        next_run_at None)."""
         if fire.trigger is Trigger.MANUAL:
             return fire.job.next_run_at, None
         try:
-            return next_fire(fire.job.schedule, now=max(now, fire.scheduled_at)), None
+            return following(fire.job, fire.scheduled_at, started, now), None
         except Exception as exc:  # noqa: BLE001 - a schedule that cannot go on must not crash the fire
             # Raising here would leave the execution RUNNING, so the fire would be resumed (run again) and the
             # job never advanced. The fire is finalised as it ran, and the job is disabled with the reason.
@@ -408,7 +485,7 @@ class TaskRunner:
 
     def _advance(self, fire: Fire, *, expected: bool = True) -> bool:
         now = self.clock.now()
-        next_run, stop = self._next_run(fire, now)
+        next_run, stop = self._next_run(fire, now, None)
         advanced = self.store.advance(fire, next_run_at=next_run, now=now)
         if not advanced and expected:
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})

@@ -7,6 +7,7 @@ half-written stays behind.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -20,7 +21,7 @@ from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Execution, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, slots_between
-from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
 from ticklock.ports import Store
 
@@ -129,6 +130,7 @@ class JobService:
         self._validate(
             spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
         )
+        _check_jitter(spec.schedule, spec.policy, now)
         job = Job(
             id=uuid.uuid4().hex,
             name=spec.name,
@@ -182,6 +184,8 @@ class JobService:
             now,
             new_schedule=schedule_changed,
         )
+        if schedule_changed or merged.policy != job.policy:
+            _check_jitter(merged.schedule, merged.policy, now)
         if schedule_changed:
             merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now))
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
@@ -316,6 +320,28 @@ class JobService:
             raise InvalidJob(
                 f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"
             )
+
+
+JITTER_SPACING_FIRES = 100  # the fires whose spacing bounds a job's jitter
+
+
+def _check_jitter(schedule: Schedule, policy: Policy, now: datetime) -> None:
+    """A fire's jitter must leave it before the next slot: ``max_jitter`` below the schedule's shortest gap
+    between two fires (an interval's length; for cron, over its next JITTER_SPACING_FIRES fires)."""
+    if not policy.max_jitter:
+        return
+    if isinstance(schedule, IntervalSchedule):
+        gap: float = schedule.seconds
+    elif isinstance(schedule, CronSchedule):
+        fires = [f.at for f in schedule.upcoming(now, JITTER_SPACING_FIRES)]
+        gap = min(((b - a).total_seconds() for a, b in itertools.pairwise(fires)), default=math.inf)
+    else:
+        return  # one fire: any offset keeps it apart from the next
+    if policy.max_jitter >= gap:
+        raise InvalidJob(
+            f"must be less than the shortest gap between the schedule's fires ({gap:g} s), got {policy.max_jitter:g}",
+            field="policy.max_jitter",
+        )
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

@@ -180,7 +180,9 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
         loop = TickLoop(dispatcher=dispatcher, locker=box.locker, clock=box.clock)
     remaining = context.get_remaining_time_in_millis() / 1000 if context is not None else 75.0
     # the minute's housekeeping (history pruning, stale Pushgateway groups), as `ticklock serve` does it
-    chores = threading.Thread(target=housekeep, args=(s, box.store, box.clock), name="ticklock-housekeeping")
+    chores = threading.Thread(
+        target=housekeep, args=(s, box.store, box.clock, box.runner), name="ticklock-housekeeping"
+    )
     chores.start()
     try:
         return loop.run(budget=max(0.0, remaining - TICK_MARGIN)).as_dict()
@@ -210,7 +212,7 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
                 log.error("fire.undecodable", extra={"error": str(exc), "body": record.body[:200]})
                 raise
             _thread_keys(job_id=fire.job.id, fire_time=fire.scheduled_at.isoformat())
-            early = (fire.scheduled_at - box.clock.now()).total_seconds()
+            early = (fire.due - box.clock.now()).total_seconds()
             if 0 < early <= 2 * SEND_AHEAD:  # sent ahead: start it on time (a larger gap is clock skew)
                 box.clock.sleep(early)
             try:

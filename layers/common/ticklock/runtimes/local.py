@@ -164,7 +164,7 @@ class LocalService:
 
     def _housekeep(self) -> None:
         while not self.clock.sleep(HOUSEKEEPING_EVERY, self._stop):
-            housekeep(self.settings, self.store, self.clock)
+            housekeep(self.settings, self.store, self.clock, self.runner)
 
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):

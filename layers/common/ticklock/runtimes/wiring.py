@@ -128,9 +128,14 @@ def build_service(settings: Settings, store: Store, registry: Registry, clock: C
 log = logging.getLogger("ticklock.housekeeping")
 
 
-def housekeep(settings: Settings, store: Store, clock: Clock) -> None:
-    """Once a minute: prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no
-    process has pushed for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried again next time."""
+def housekeep(settings: Settings, store: Store, clock: Clock, runner: TaskRunner) -> None:
+    """Once a minute: finalise the allow_all fires whose runner vanished (``TaskRunner.lose_orphans``),
+    prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no process has pushed
+    for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried again next time."""
+    try:
+        runner.lose_orphans()
+    except Exception as exc:  # noqa: BLE001 - fails soft like the rest
+        log.warning("executions.orphans_failed", extra={"error": str(exc)})
     try:
         gone = store.prune_executions(
             older_than=clock.now() - timedelta(days=settings.retention_days), keep_per_job=settings.retention_per_job

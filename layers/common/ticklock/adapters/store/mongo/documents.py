@@ -83,7 +83,7 @@ def fast_advance(fire: Fire, next_run_at: datetime | None) -> tuple[Doc, Doc]:
                 "lease_until": None,
                 "next_run_at": ms_or_none(next_run_at),
                 "enabled": next_run_at is not None,
-                "due_at": ms_or_none(next_run_at),
+                "due_at": ms_or_none(fire.job.jittered(next_run_at)),
             },
             "$inc": {"version": 1, "seq": 1},
         },

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from pymongo import DESCENDING
+from pymongo import ASCENDING, DESCENDING
 
 from ticklock.adapters.store.mongo.client import Doc
 from ticklock.adapters.store.mongo.connection import CLAIM_MARKS_KEPT, Connection
@@ -71,6 +71,11 @@ class Executions(Connection):
     def execution_for(self, fire_key: str) -> Execution | None:
         doc = self._call(lambda: self.executions.find_one({"fire_key": fire_key}))
         return None if doc is None else execution_from_doc(doc)
+
+    def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
+        query: Doc = {"status": {"$in": LIVE}, "deadline_at": {"$lt": deadline_before}}
+        found = self._call(lambda: list(self.executions.find(query).sort("deadline_at", ASCENDING).limit(limit)))
+        return [execution_from_doc(d) for d in found]
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         final: Doc = {"status": {"$nin": LIVE}}

@@ -52,6 +52,9 @@ class Connection:
                 self._conn.execute("ALTER TABLE jobs ADD COLUMN disabled_reason TEXT")
             if 1 <= version < 3:  # nor a policy (the ledger's table is made by its CREATE ... IF NOT EXISTS)
                 self._conn.execute("ALTER TABLE jobs ADD COLUMN policy TEXT")
+            executions = {row[1] for row in self._conn.execute("PRAGMA table_info(executions)")}
+            if "jitter" not in executions:  # executions of before jitter (a first file had none: made above)
+                self._conn.execute("ALTER TABLE executions ADD COLUMN jitter REAL NOT NULL DEFAULT 0")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:

@@ -73,6 +73,14 @@ class Executions(Connection):
         row = self._read(lambda c: c.execute(sql, (fire_key,)).fetchone())
         return None if row is None else execution_from_row(row)
 
+    def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
+        sql = (
+            f"SELECT {EXEC_COLUMNS} FROM executions WHERE status IN ('running', 'interrupted') "
+            "AND deadline_at < ? ORDER BY deadline_at LIMIT ?"
+        )  # the literal statuses let SQLite use the partial index executions_open
+        rows = self._read(lambda c: c.execute(sql, (us(deadline_before), limit)).fetchall())
+        return [execution_from_row(r) for r in rows]
+
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         final = "status NOT IN ('running', 'interrupted')"
         with self._tx() as conn:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
-from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, JOB_COLUMNS
+from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
 from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.ports import Started
 
@@ -49,8 +49,7 @@ class Fires(Connection):
     def start_execution(self, execution: Execution) -> Started:
         with self._tx() as conn:
             inserted = conn.execute(
-                f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({', '.join('?' * 16)}) "
-                "ON CONFLICT(fire_key) DO NOTHING",
+                f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING",
                 execution_row(execution),
             ).rowcount
             if inserted:

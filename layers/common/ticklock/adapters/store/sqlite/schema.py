@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
-SCHEMA_VERSION = 3  # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger
+SCHEMA_VERSION = 4  # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -47,11 +47,13 @@ SCHEMA = [
         resumes INTEGER NOT NULL,
         finished_at INTEGER,
         duration REAL,
-        error TEXT
+        error TEXT,
+        jitter REAL NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
     "CREATE INDEX IF NOT EXISTS executions_time ON executions (scheduled_at DESC)",
+    "CREATE INDEX IF NOT EXISTS executions_open ON executions (deadline_at) WHERE status IN ('running', 'interrupted')",
     """
     CREATE TABLE IF NOT EXISTS ledger (
         id TEXT PRIMARY KEY,
@@ -75,4 +77,5 @@ JOB_COLUMNS = (
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)
+EXEC_SLOTS = ", ".join("?" * len(EXECUTION_FIELDS))
 LEDGER_COLUMNS = ", ".join(LEDGER_FIELDS)

@@ -1,0 +1,39 @@
+"""Where a job goes on after a fire: the overlap policy's answer (``jobs.Overlap``).
+
+The slots that passed since a fire's slot, while it was late or while its run went on, are the policy's
+to decide: ``skip`` (and ``allow_all``, whose runs never wait for one another) go on at the first slot
+after now; ``buffer_one`` at the latest slot that passed, ``buffer_all`` at the oldest of the newest
+``BUFFER_ALL_CAP`` that passed (each then runs in turn, carrying its own time); ``cancel_other`` at the
+first slot after its run started, the one whose coming due cancelled it. A job's catch-up window bounds
+what the buffers keep: a slot older than it is not run. Whatever the job does not go on to is recorded
+by the lifecycle (``collapsed`` before the run started, ``overlap_skip`` while it ran). Interval and
+once schedules have no slots to pass: they go on as they always did.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ticklock.domain.jobs import BUFFER_ALL_CAP, Job, Overlap
+from ticklock.domain.ledger import newest_slots
+from ticklock.domain.schedules import CronSchedule, next_fire
+
+_BUFFERED = {Overlap.BUFFER_ONE: 1, Overlap.BUFFER_ALL: BUFFER_ALL_CAP}
+
+
+def following(job: Job, slot: datetime, started: datetime | None, now: datetime) -> datetime | None:
+    """The slot ``job`` goes on to after its scheduled fire at ``slot``, whose run started at ``started``
+    (None: it did not run) and ended at ``now``. None: the schedule has no more."""
+    schedule, overlap = job.schedule, job.policy.overlap
+    if not isinstance(schedule, CronSchedule):
+        return next_fire(schedule, now=max(now, slot))
+    if overlap is Overlap.CANCEL_OTHER and started is not None:
+        return schedule.next_after(max(started, slot))
+    keep = _BUFFERED.get(overlap)
+    if keep is not None:
+        window = job.policy.catchup_window
+        oldest = slot if window is None else max(slot, now - timedelta(seconds=window, microseconds=1))
+        waiting = newest_slots(schedule, oldest, now, keep)
+        if waiting:
+            return waiting[0]
+    return schedule.next_after(max(now, slot))

@@ -200,3 +200,71 @@ def _skips(node: Serve) -> float:
         if line.startswith("ticklock_skips_total") and 'reason="lock_unavailable"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def test_every_overlap_policy_across_three_replicas_and_a_kill_leaves_one_record_per_fire(
+    start: Callable[..., Serve], tmp_path: Path, shared: dict[str, str]
+) -> None:
+    """Jobs of every overlap policy, fired every second with runs of 1.5 s (so every policy has overlaps to
+    decide), on three replicas, one killed with SIGKILL midway. Afterwards each fire has at most one
+    execution and each handler start one fire; and, in the ledger, no slot is both run and recorded as not
+    run, and no two entries cover one slot: one record per fire."""
+    calls = tmp_path / "calls"
+    env = {**shared, "TICKLOCK_LEASE_SLACK": "7"}
+    nodes = replicas(start, tmp_path, env)
+    policies = ["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"]
+    jobs = [
+        nodes[i % 3].create(
+            name=f"{policy}-{i}",
+            handler="test.wait",
+            timeout=4,
+            schedule={"kind": "cron", "expr": "* * * * * *"},
+            payload={"seconds": 1.5, "path": str(calls)},
+            policy={"overlap": policy},
+        )
+        for i, policy in enumerate(policies * 4)
+    ]
+    began = datetime.now(UTC)
+    time.sleep(8)
+    nodes[0].proc.send_signal(signal.SIGKILL)
+    nodes[0].proc.wait(10)
+    time.sleep(12)
+    ended = datetime.now(UTC)
+    survivor = nodes[1]
+    for job in jobs:  # pause them all, so that what the window holds stops moving
+        assert survivor.client.post(f"/jobs/{job['id']}/pause").status_code == 200
+    time.sleep(6)  # the runs in flight end (4 s timeout)
+
+    rows = executions(shared["TICKLOCK_STORE"])
+    assert max(Counter(r["fire_key"] for r in rows).values()) == 1
+    handler_starts = starts(calls)
+    resumed = {(r["job_id"], r["scheduled_at"].astimezone(UTC).isoformat()) for r in rows if r["resumes"]}
+    assert all(count == 1 or key in resumed for key, count in handler_starts.items())
+    by_policy: Counter[str] = Counter()
+    for job in jobs:
+        params = {"from": began.isoformat(), "to": ended.isoformat(), "limit": 1000}
+        answer = survivor.client.get(f"/jobs/{job['id']}/fires", params=params)
+        assert answer.status_code == 200, answer.text
+        items = answer.json()["items"]
+        slots = [i["at"] for i in items if i["trigger"] == "schedule"]
+        assert len(slots) == len(set(slots)), items  # one fate per slot
+        entries = survivor.client.get("/fires", params={**params, "status": "skipped"}).json()["items"]
+        entries += survivor.client.get("/fires", params={**params, "status": "missed"}).json()["items"]
+        mine = sorted((e for e in entries if e["job_id"] == job["id"]), key=lambda e: e["first_at"])
+        for a, b in pairwise(mine):
+            assert a["last_at"] < b["first_at"], (a, b)  # no slot in two entries
+        ran = {r["scheduled_at"].astimezone(UTC) for r in rows if r["job_id"] == job["id"]}
+        for e in mine:
+            first, last = (datetime.fromisoformat(e[k]) for k in ("first_at", "last_at"))
+            assert not [at for at in ran if first <= at <= last], e  # no slot both run and recorded
+        policy = job["name"].rsplit("-", 1)[0]
+        by_policy[policy] += sum(i["status"] == "ran" for i in items)
+        reasons = {i["reason"] for i in items if i["status"] in ("skipped", "missed")}
+        if policy in ("buffer_all", "cancel_other", "allow_all"):
+            assert "overlap_skip" not in reasons, (policy, items)  # these keep, cancel for, or run beside
+        elif policy == "skip":
+            assert "overlap_skip" in reasons
+    assert all(by_policy[p] > 0 for p in policies), by_policy
+    assert by_policy["allow_all"] > 1.5 * by_policy["skip"], by_policy  # runs of 1.5 s each second: all vs half
+    for node in nodes[1:]:
+        assert node.terminate() == 0

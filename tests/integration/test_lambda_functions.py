@@ -31,7 +31,7 @@ from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
 from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.jobs import Execution, ExecutionStatus, Trigger
+from ticklock.domain.jobs import Execution, ExecutionStatus, Overlap, Policy, Trigger
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
@@ -245,13 +245,13 @@ def test_runner_logs_are_json_with_the_job_the_fire_and_the_execution(deployment
 
 
 # -- at least once, crashes, poison ---------------------------------------------------------------------------
-def test_a_duplicate_delivery_never_runs_a_fire_twice(deployment: Deployment, tmp_path: Path) -> None:
+@pytest.mark.parametrize("overlap", ["skip", "cancel_other", "allow_all"])
+def test_a_duplicate_delivery_never_runs_a_fire_twice(deployment: Deployment, tmp_path: Path, overlap: str) -> None:
     box = box_for(deployment)
     calls = tmp_path / "calls"
     for i in range(5):
-        box.store.add_job(
-            make_job(f"dup-{i}", handler="test.record", payload={"path": str(calls)}, next_run_at=box.clock.now())
-        )
+        job = make_job(f"dup-{i}", handler="test.record", payload={"path": str(calls)}, next_run_at=box.clock.now())
+        box.store.add_job(job.with_changes(policy=Policy(overlap=Overlap(overlap))))
     assert tick_once(box, deployment) == 5
     esm = EventSourceMapping(deployment.sqs, deployment.queue_url, lambda e, c: aws.run_batch(e, c, box))
     messages = esm.receive()

@@ -467,7 +467,7 @@ class AllFiresQuery(FiresQuery):
 class RangeOut(BaseModel):
     first: datetime = Field(description="the first slot of the run of slots this one is part of")
     last: datetime
-    count: int = Field(description="how many slots the run has (capped at 100,000)")
+    count: int = Field(description="how many slots the run has (counted up to 10,000)")
 
 
 class SlotOut(BaseModel):

@@ -329,14 +329,15 @@ def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:
     assert {e.id for e in store.list_executions(job.id)} == {rows[0].id, rows[5].id}
 
 
-def test_open_executions_are_the_unfinished_past_their_deadline_earliest_first(store: Store) -> None:
+def test_open_executions_are_the_detached_unfinished_past_their_deadline_earliest_first(store: Store) -> None:
     job = store.add_job(make_job(timeout=10))
     rows = []
     for i, status in enumerate(
         [ExecutionStatus.RUNNING, ExecutionStatus.INTERRUPTED, ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING]
     ):
         fire = Fire(job, T0 + timedelta(seconds=i), Trigger.SCHEDULE, "t")
-        execution = store.start_execution(make_execution(fire).with_changes(jitter=0.25 * i)).execution
+        execution = make_execution(fire).with_changes(jitter=0.25 * i, detached=True)
+        execution = store.start_execution(execution).execution
         if status is not ExecutionStatus.RUNNING:
             execution = execution.with_changes(status=status, finished_at=fire.scheduled_at)
             store.finish_execution(execution)
@@ -346,6 +347,9 @@ def test_open_executions_are_the_unfinished_past_their_deadline_earliest_first(s
     assert [e.id for e in found] == [rows[0].id, rows[1].id]  # deadlines +10, +11; +13 not yet; +12 finished
     assert [e.id for e in store.open_executions(deadline_before=T0 + timedelta(hours=1), limit=1)] == [rows[0].id]
     assert store.open_executions(deadline_before=T0, limit=10) == []
+    fire = Fire(job, T0 + timedelta(seconds=9), Trigger.SCHEDULE, "t")
+    store.start_execution(make_execution(fire))  # not detached: its claim resumes it, it is not listed
+    assert len(store.open_executions(deadline_before=T0 + timedelta(hours=1), limit=10)) == 3
 
 
 def test_ping_answers(store: Store) -> None:

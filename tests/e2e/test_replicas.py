@@ -242,7 +242,7 @@ def test_every_overlap_policy_across_three_replicas_and_a_kill_leaves_one_record
     assert all(count == 1 or key in resumed for key, count in handler_starts.items())
     by_policy: Counter[str] = Counter()
     for job in jobs:
-        params = {"from": began.isoformat(), "to": ended.isoformat(), "limit": 1000}
+        params: dict[str, str | int] = {"from": began.isoformat(), "to": ended.isoformat(), "limit": 1000}
         answer = survivor.client.get(f"/jobs/{job['id']}/fires", params=params)
         assert answer.status_code == 200, answer.text
         items = answer.json()["items"]

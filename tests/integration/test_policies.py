@@ -1,7 +1,7 @@
 """The per-job policies through the engine, on every store, with a fake clock: the five overlap policies
 (what happens to the slots that come due while a run goes on), the catch-up window with a buffer, and
-jitter (each fire's fixed offset, claimed, held and recorded). Each test fails with the policy ignored
-(the job behaving as ``skip`` with no jitter)."""
+jitter (each fire's fixed offset, claimed, held and recorded). Each policy's tests fail with it ignored
+(the job behaving as ``skip`` with no jitter); a few guard what a policy must leave alone."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from tests.support.engine import EVERY_10, Engine, T
-from tests.support.factories import make_execution
+from tests.support.engine import Engine, T
 from ticklock.domain.handlers import HandlerContext
-from ticklock.domain.jobs import BUFFER_ALL_CAP, ExecutionStatus, Fire, Job, Overlap, Policy
+from ticklock.domain.jobs import BUFFER_ALL_CAP, Execution, ExecutionStatus, Fire, Job, Overlap, Policy
 from ticklock.domain.lifecycle import SkipReason
+from ticklock.domain.schedules import IntervalSchedule
+from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
 
 
@@ -163,21 +165,124 @@ def test_allow_all_starts_the_next_fire_while_the_run_goes_on_once_per_fire(engi
     assert _next(engine, job) == 20 and engine.ledger(job) == []
 
 
+class _FinishFails:
+    """The store, with every final write of an execution failing: the runner dies before it records one."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def finish_execution(self, execution: Execution) -> bool:
+        raise StoreUnavailable("the runner died")
+
+    def complete(self, *args: Any, **kwargs: Any) -> tuple[bool, bool]:
+        raise StoreUnavailable("the runner died")
+
+
 def test_allow_all_fires_whose_runner_vanished_are_lost_by_housekeeping(engine: Engine) -> None:
     together = engine.add(policy=Policy(overlap=Overlap.ALLOW_ALL))
     alone = engine.add()
     claimed = engine.store.claim_due(now=T, horizon=T, limit=10, owner="test", slack=timedelta(seconds=60))
-    fires = {job.id: Fire.of(job) for job in claimed}
-    # each fire's row is written, then its runner dies
-    rows = [engine.store.start_execution(make_execution(fires[job.id])).execution for job in (together, alone)]
+    dying = engine.runner()
+    dying.store = _FinishFails(engine.store)  # type: ignore[assignment]
+    for job in sorted(claimed, key=lambda j: j.id != together.id):  # each retry of its final write takes fake time
+        with pytest.raises(StoreUnavailable):
+            dying.run(Fire.of(job))  # it ran, and its runner died before the final write
+    [row] = engine.store.list_executions(together.id)
+    assert row.status is ExecutionStatus.RUNNING and row.detached
+    assert _next(engine, together) == 10  # its job went on when it started
     runner = engine.runner()
     assert runner.lose_orphans() == 0  # still within its deadline
-    engine.clock.advance(60 + 6)  # past the deadline and the lock margin
+    engine.clock.advance((T + timedelta(seconds=66) - engine.clock.now()).total_seconds())  # past deadline + margin
     assert runner.lose_orphans() == 1
-    lost = engine.store.get_execution(rows[0].id)
+    lost = engine.store.get_execution(row.id)
     assert lost.status is ExecutionStatus.LOST and "allow_all" in (lost.error or "")
-    assert engine.store.get_execution(rows[1].id).status is ExecutionStatus.RUNNING  # its claim resumes it
+    [other] = engine.store.list_executions(alone.id)
+    assert other.status is ExecutionStatus.RUNNING and not other.detached  # its claim comes back: resumed
     assert ("ran", "lost", 1) in engine.metrics.accounted
+    assert runner.lose_orphans() == 0  # once
+
+
+def test_allow_all_runs_even_when_its_early_advance_fails_and_advances_at_the_end(engine: Engine) -> None:
+    class AdvanceFails:
+        def __init__(self, store: Store) -> None:
+            self._store, self.failed = store, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._store, name)
+
+        def advance(self, *args: Any, **kwargs: Any) -> bool:
+            self.failed += 1
+            raise StoreUnavailable("a blip")
+
+    job = engine.add(policy=Policy(overlap=Overlap.ALLOW_ALL))
+    runner = engine.runner()
+    flaky = AdvanceFails(engine.store)
+    runner.store = flaky  # type: ignore[assignment]
+    outcome = runner.run(engine.claim())
+    assert flaky.failed == 1
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+    assert _next(engine, job) == 10 and engine.store.get_job(job.id).lease is None  # advanced by the finish
+
+
+def test_allow_all_leaves_an_interval_job_one_run_at_a_time(engine: Engine) -> None:
+    job = engine.add("long", schedule=IntervalSchedule(10), policy=Policy(overlap=Overlap.ALLOW_ALL))
+    outcome = engine.runner().run(engine.claim())
+    assert outcome.execution is not None and not outcome.execution.detached
+    assert engine.store.get_job(job.id).next_run_at == T + timedelta(seconds=35)  # 10 s after the 25 s run
+
+
+def test_cancel_other_does_not_cut_a_manual_run(engine: Engine) -> None:
+    job = engine.add("long", policy=Policy(overlap=Overlap.CANCEL_OTHER))
+    paused = engine.store.update_job(
+        engine.store.get_job(job.id).with_changes(enabled=False, trigger_at=T), expected_version=1
+    )
+    fire = engine.claim()
+    assert fire.trigger.value == "manual" and not paused.enabled
+    outcome = engine.runner().run(fire)  # 25 s: past +10, a slot that will not fire while paused
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+
+
+def test_a_trigger_before_a_jittered_fire_runs_first(engine: Engine) -> None:
+    policy = Policy(max_jitter=8)
+    job = _offset_at_least(engine, policy, 4.0)
+    engine.store.update_job(
+        engine.store.get_job(job.id).with_changes(trigger_at=T + timedelta(seconds=2)), expected_version=1
+    )
+    engine.clock.advance(2)  # the trigger is due, the scheduled fire (T + its offset) not yet
+    fire = engine.claim()
+    assert fire.trigger.value == "manual" and fire.due == T + timedelta(seconds=2)
+
+
+def test_with_jitter_a_slot_whose_offset_has_not_come_is_not_passed(engine: Engine) -> None:
+    policy = Policy(max_jitter=8)
+    job = engine.add("long", policy=policy)  # runs 25 s: +10 and +20 came due, +30 may not have yet
+    engine.clock.advance(policy.jitter(job.id, T))
+    engine.runner().run(engine.claim())
+    now = engine.clock.now()
+    after = engine.store.get_job(job.id).next_run_at
+    assert after is not None
+    assert (job.with_changes(policy=policy).jittered(after) or after) > now  # the job waits for a fire not yet due
+    previous = after - timedelta(seconds=10)
+    assert (job.jittered(previous) or previous) <= now  # and the one before it had come due: passed
+    [(reason, first, last, _)] = engine.ledger(job)
+    assert reason == "overlap_skip" and first == 10 and last == int((previous - T).total_seconds())
+
+
+def test_a_jittered_interval_job_keeps_its_offset_on_a_store_of_milliseconds() -> None:
+    policy = Policy(max_jitter=30)
+    slot = T + timedelta(seconds=12, microseconds=345_678)  # now + interval: microseconds
+    kept = T + timedelta(seconds=12, microseconds=345_000)  # as MongoDB keeps it
+    assert policy.jitter("job", slot) == policy.jitter("job", kept)
+
+
+def test_a_policy_of_defaults_is_stored_as_the_release_before_policies_reads_it() -> None:
+    assert Policy(catchup_window=5).to_record() == {"catchup_window": 5.0}  # what the release before wrote
+    full = Policy(catchup_window=5, overlap=Overlap.BUFFER_ONE, max_jitter=1.5)
+    assert full.to_record() == {"catchup_window": 5.0, "overlap": "buffer_one", "max_jitter": 1.5}
+    assert Policy.from_dict(full.to_record()) == full and Policy.from_dict(Policy().to_record()) == Policy()
 
 
 def test_jitter_is_fixed_per_fire_and_within_its_bound() -> None:
@@ -278,4 +383,4 @@ def test_every_overlap_policy_reads_back_and_an_unknown_one_is_refused() -> None
     with pytest.raises(InvalidJob, match="buffer_one") as raised:
         Policy.from_dict({"overlap": "queue"})
     assert raised.value.field == "policy.overlap"
-    assert EVERY_10.next_after(T) == T + timedelta(seconds=10)
+    assert Policy(max_jitter=0.0005).jitter("j", T) <= 0.0005  # never past its bound, even below 1 ms

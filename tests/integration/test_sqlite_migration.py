@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 
 from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
@@ -54,15 +55,25 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     SQLiteStore(path).close()  # opening a migrated file again changes nothing
 
 
+V3_EXECUTIONS = """
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY, job_id TEXT NOT NULL, fire_key TEXT NOT NULL UNIQUE, handler TEXT NOT NULL,
+    trigger TEXT NOT NULL, scheduled_at INTEGER NOT NULL, started_at INTEGER NOT NULL,
+    deadline_at INTEGER NOT NULL, run_token TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL,
+    attempts INTEGER NOT NULL, resumes INTEGER NOT NULL, finished_at INTEGER, duration REAL, error TEXT
+)"""
+
+
 def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
-    store = SQLiteStore(path)
-    store.close()
-    old = sqlite3.connect(path)  # make it a version 3 file: executions without the jitter column
-    old.execute("ALTER TABLE executions DROP COLUMN jitter")
+    old = sqlite3.connect(path)  # a version 3 file: jobs with a policy, executions without jitter
+    old.execute(V1_JOBS)
+    old.execute("ALTER TABLE jobs ADD COLUMN disabled_reason TEXT")
+    old.execute("ALTER TABLE jobs ADD COLUMN policy TEXT")
+    old.execute(V3_EXECUTIONS)
     old.execute(
         "INSERT INTO executions VALUES ('e1', 'j1', 'j1:schedule:1', 'noop', 'schedule', 1767225600000000, "
-        "1767225600000000, 1767225660000000, 'tok', 'me', 'success', 1, 0, 1767225601000000, 1.0, NULL)"
+        "1767225600000000, 1767225660000000, 'tok', 'me', 'running', 1, 0, NULL, NULL, NULL)"
     )
     old.execute("PRAGMA user_version=3")
     old.commit()
@@ -70,9 +81,19 @@ def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_
     store = SQLiteStore(path)
     try:
         execution = store.get_execution("e1")
-        assert (execution.status.value, execution.jitter, execution.lag) == ("success", 0.0, 0.0)
+        assert (execution.status.value, execution.jitter, execution.lag, execution.detached) == (
+            "running",
+            0.0,
+            0.0,
+            False,
+        )
+        assert store.open_executions(deadline_before=execution.deadline_at + timedelta(days=1), limit=10) == []
     finally:
         store.close()
     check = sqlite3.connect(path)
     assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    indexes = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "executions_detached" in indexes
+    columns = {r[1] for r in check.execute("PRAGMA table_info(jobs)")}
+    assert "hold" in columns
     check.close()

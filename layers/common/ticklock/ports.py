@@ -143,8 +143,9 @@ class Store(Protocol):
         ...
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
-        """Executions not final (RUNNING or INTERRUPTED) whose deadline is before ``deadline_before``,
-        earliest deadline first, at most ``limit``: the fires whose runner vanished or was cut off."""
+        """The ``detached`` executions not final (RUNNING or INTERRUPTED) whose deadline is before
+        ``deadline_before``, earliest deadline first, at most ``limit``: fires whose job went on when they
+        started (allow_all) and whose runner vanished or was cut off."""
         ...
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:

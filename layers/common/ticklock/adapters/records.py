@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Policy, Trigger
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Hold, Job, Lease, Policy, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
@@ -37,6 +37,7 @@ JOB_FIELDS = (
     "updated_at",
     "disabled_reason",
     "policy",
+    "hold",
 )
 # what a change to a job's definition writes (PATCH, pause, resume): not its id, creation or lease
 DEFINITION_FIELDS = tuple(
@@ -60,6 +61,7 @@ EXECUTION_FIELDS = (
     "duration",
     "error",
     "jitter",
+    "detached",
 )
 
 
@@ -98,7 +100,8 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "created_at": times.encode(job.created_at),
         "updated_at": times.encode(job.updated_at),
         "disabled_reason": job.disabled_reason,
-        "policy": job.policy.to_dict(),
+        "policy": job.policy.to_record(),
+        "hold": None if job.hold is None else job.hold.to_dict(),
     }
 
 
@@ -109,9 +112,10 @@ def job_from_record(
     schedule: Callable[[Any], Schedule] = schedule_from_dict,
     payload: Callable[[Any], Mapping[str, Any]] = dict,
     policy: Callable[[Any], Policy] = Policy.from_dict,
+    hold: Callable[[Any], Hold | None] = Hold.from_dict,
 ) -> Job:
-    """The job a record holds; ``schedule``, ``payload`` and ``policy`` read those fields as the record
-    keeps them (a record written before policies has none: the defaults)."""
+    """The job a record holds; ``schedule``, ``payload``, ``policy`` and ``hold`` read those fields as the
+    record keeps them (a record written before policies or holds has none: the defaults)."""
     token = record.get("lease_token")  # .get: the fields a document written before them lacks
     return Job(
         id=record["id"],
@@ -130,6 +134,7 @@ def job_from_record(
         updated_at=times.decode(record["updated_at"]),
         disabled_reason=record.get("disabled_reason"),
         policy=policy(record.get("policy")),
+        hold=hold(record.get("hold")),
     )
 
 
@@ -172,6 +177,7 @@ def execution_record(e: Execution, times: Times) -> dict[str, Any]:
         "duration": e.duration,
         "error": e.error,
         "jitter": e.jitter,
+        "detached": e.detached,
     }
 
 
@@ -194,6 +200,7 @@ def execution_from_record(record: Mapping[str, Any], times: Times) -> Execution:
         duration=record.get("duration"),
         error=record.get("error"),
         jitter=record.get("jitter") or 0.0,  # rows from before jitter have none
+        detached=bool(record.get("detached")),
     )
 
 

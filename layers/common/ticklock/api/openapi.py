@@ -98,7 +98,7 @@ def _operation(route: Route, ref: dict[type[BaseModel], Any], *, secured: bool) 
         op["parameters"] = params
     if route.body is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": route.body_required,
             "content": {"application/json": {"schema": ref[route.body]}},
         }
     responses: dict[str, Any] = {}

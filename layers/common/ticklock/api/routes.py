@@ -40,8 +40,10 @@ from ticklock.api.schemas import (
     LedgerEntryOut,
     LedgerPage,
     ListJobsQuery,
+    PauseIn,
     PreviewOut,
     PreviewRequest,
+    SkipIn,
     SlotOut,
     UpcomingQuery,
     parse_instant,
@@ -83,6 +85,7 @@ class Route:
     status: HTTPStatus = HTTPStatus.OK
     returns: Any = None
     body: type[BaseModel] | None = None
+    body_required: bool = True  # False: an empty body reads as {} (every field its default)
     query: type[BaseModel] | None = None
     errors: tuple[HTTPStatus, ...] = ()
     store: bool = True
@@ -305,7 +308,13 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         return JobOut.of(service.update(call.params["job_id"], call.body.changes()))
 
     def pause_job(call: Call) -> JobOut:
-        return JobOut.of(service.pause(call.params["job_id"]))
+        body: PauseIn = call.body
+        until = parse_instant(body.until) if body.until else None
+        return JobOut.of(service.pause(call.params["job_id"], note=body.note, until=until))
+
+    def skip_job(call: Call) -> JobOut:
+        body: SkipIn = call.body
+        return JobOut.of(service.skip(call.params["job_id"], body.count, note=body.note))
 
     def resume_job(call: Call) -> JobOut:
         return JobOut.of(service.resume(call.params["job_id"]))
@@ -358,10 +367,13 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
               returns=JobOut, body=JobPatch, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
         Route("DELETE", job, delete_job, "deleteJob", "Delete a job and its history",
               status=HTTPStatus.NO_CONTENT, errors=NOT_FOUND),
-        Route("POST", f"{job}/pause", pause_job, "pauseJob", "Stop scheduling a job", returns=JobOut,
-              errors=(*NOT_FOUND, *conflict)),
-        Route("POST", f"{job}/resume", resume_job, "resumeJob", "Schedule a paused job again, from now",
-              returns=JobOut, errors=(*NOT_FOUND, *conflict)),
+        Route("POST", f"{job}/pause", pause_job, "pauseJob",
+              "Stop scheduling a job, with a note: until it is resumed, or until an instant", returns=JobOut,
+              body=PauseIn, body_required=False, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
+        Route("POST", f"{job}/skip", skip_job, "skipJob", "Skip a job's next fires, with a note", returns=JobOut,
+              body=SkipIn, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
+        Route("POST", f"{job}/resume", resume_job, "resumeJob",
+              "Schedule a paused or held job again, from now", returns=JobOut, errors=(*NOT_FOUND, *conflict)),
         Route("POST", f"{job}/trigger", trigger_job, "triggerJob", "Run a job now, without moving its schedule",
               status=HTTPStatus.ACCEPTED, returns=JobOut, errors=(*NOT_FOUND, *conflict)),
         Route("GET", f"{job}/executions", list_executions, "listExecutions", "A job's executions, newest fire first",

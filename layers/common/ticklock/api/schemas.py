@@ -16,10 +16,20 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    StrictStr,
     field_validator,
 )
 
-from ticklock.domain.jobs import BUFFER_ALL_CAP, MAX_CATCHUP_WINDOW, MAX_JITTER, Execution, Job, Overlap, Policy
+from ticklock.domain.jobs import (
+    BUFFER_ALL_CAP,
+    MAX_CATCHUP_WINDOW,
+    MAX_JITTER,
+    MAX_NOTE,
+    Execution,
+    Job,
+    Overlap,
+    Policy,
+)
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate
 from ticklock.domain.schedules import (
     MAX_PREVIEW,
@@ -31,7 +41,7 @@ from ticklock.domain.schedules import (
     check_new_timezone,
     schedule_to_dict,
 )
-from ticklock.domain.service import MIN_TIMEOUT
+from ticklock.domain.service import MAX_SKIP, MIN_TIMEOUT
 from ticklock.errors import InvalidJob
 
 _STRICT = ConfigDict(extra="forbid")
@@ -220,6 +230,16 @@ class JobPatch(BaseModel):
         return fields
 
 
+class HoldOut(BaseModel):
+    kind: Literal["pause", "skip"]
+    since: datetime = Field(description="when it was asked for")
+    note: str | None
+    until: datetime | None = Field(description="a pause's end, as asked; null: until resumed")
+    skipped_from: datetime | None = Field(description="the first fire it holds back")
+    resumes_at: datetime | None = Field(description="the job's first fire after it; null: until resumed")
+    count: int | None = Field(description="how many fires a skip holds back")
+
+
 class JobOut(BaseModel):
     id: str
     name: str
@@ -236,6 +256,7 @@ class JobOut(BaseModel):
         description="why ticklock disabled the job (its schedule found no next fire); cleared when it is resumed"
     )
     policy: dict[str, Any]
+    hold: HoldOut | None = Field(description="a user's pause or skip in force: what it holds back, until when")
     version: int
     created_at: datetime
     updated_at: datetime
@@ -261,6 +282,7 @@ class JobOut(BaseModel):
             "running": job.lease is not None and job.lease.until > datetime.now(UTC),
             "disabled_reason": job.disabled_reason,
             "policy": job.policy.to_dict(),
+            "hold": None if (hold := job.active_hold) is None else hold.to_dict(),
             "version": job.version,
             "created_at": job.created_at,
             "updated_at": job.updated_at,
@@ -434,6 +456,27 @@ Instant = Annotated[
     Annotated[str, AfterValidator(_instant_text)] | None,
     Field(max_length=64, json_schema_extra={"format": "date-time"}),
 ]
+
+
+Note = Annotated[StrictStr | None, Field(max_length=MAX_NOTE, description="why, for whoever looks next")]
+
+
+class PauseIn(BaseModel):
+    """A pause: until resumed, or ``until`` an instant (its first fire at or after it); both with a note."""
+
+    model_config = _STRICT
+    note: Note = None
+    until: Instant = Field(
+        None, description="resume by itself at the first fire at or after this instant (RFC 3339); null: until resumed"
+    )
+
+
+class SkipIn(BaseModel):
+    model_config = _STRICT
+    count: WholeNumber = Field(ge=1, le=MAX_SKIP, description="how many of the job's next fires to skip")
+    note: Note = None
+
+
 MAX_WINDOW = timedelta(days=31)  # the longest window /fires accounts for in one answer
 LEDGER_REASONS = tuple(r.value for r in Reason)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ticklock.domain.schedules import Schedule
@@ -55,6 +56,8 @@ class Overlap(enum.StrEnum):
 
 
 POLICY_FIELDS = ("catchup_window", "overlap", "max_jitter")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLI = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,26 @@ class Policy:
         the job and the slot, so every replica and every retry of the fire agrees on it."""
         if not self.max_jitter:
             return 0.0
-        micros = int(slot.timestamp() * 1_000_000)
-        digest = hashlib.blake2b(f"{job_id}:{micros}".encode(), digest_size=8).digest()
-        return int(int.from_bytes(digest) * (self.max_jitter * 1000 + 1) / 2**64) / 1000
+        # the slot in whole milliseconds: MongoDB keeps times to the millisecond, and an interval job's slot
+        # (now + interval) has microseconds, so the stored slot and the computed one hash alike
+        millis = (slot - _EPOCH) // _MILLI
+        digest = hashlib.blake2b(f"{job_id}:{millis}".encode(), digest_size=8).digest()
+        return (int.from_bytes(digest) * (math.floor(self.max_jitter * 1000) + 1) >> 64) / 1000
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field (the API shows them all)."""
         return {"catchup_window": self.catchup_window, "overlap": self.overlap.value, "max_jitter": self.max_jitter}
+
+    def to_record(self) -> dict[str, Any]:
+        """The fields as stored and sent: ``catchup_window``, and the others only when they are not their
+        default, so that a release from before them (which refuses fields it does not know) still reads
+        the records of jobs that do not use them, in a store or an SQS message, during a rolling deploy."""
+        record: dict[str, Any] = {"catchup_window": self.catchup_window}
+        if self.overlap is not Overlap.SKIP:
+            record["overlap"] = self.overlap.value
+        if self.max_jitter:
+            record["max_jitter"] = self.max_jitter
+        return record
 
     @staticmethod
     def from_dict(data: Mapping[str, Any] | None) -> Policy:
@@ -121,6 +138,65 @@ def _seconds(value: Any, where: str, alternative: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidJob(f"must be a number of seconds{' ' + alternative if alternative else ''}", field=where)
     return float(value)
+
+
+MAX_NOTE = 500  # characters of a pause's or a skip's note
+
+
+class HoldKind(enum.StrEnum):
+    PAUSE = "pause"  # paused: until resumed, or until an instant
+    SKIP = "skip"  # the next ``count`` fires skipped
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A user's hold on a job, shown on it: a pause (with a note; until resumed, or until an instant) or
+    the next ``count`` fires skipped. A timed hold moves the job's next fire to ``resumes_at``; the slots
+    from ``skipped_from`` up to it are the hold's (in the ledger as ``paused`` or ``skip_next``, written
+    when the job reaches ``resumes_at``, or when it is resumed early)."""
+
+    kind: HoldKind
+    since: datetime  # when it was asked for
+    note: str | None = None
+    until: datetime | None = None  # a pause's end, as asked; None: until resumed
+    skipped_from: datetime | None = None  # the first slot it holds back (the one the job waited for)
+    resumes_at: datetime | None = None  # the job's next fire after it; None: until resumed
+    count: int | None = None  # fires skipped (a skip)
+
+    def to_dict(self) -> dict[str, Any]:
+        def text(moment: datetime | None) -> str | None:
+            return None if moment is None else moment.isoformat()
+
+        return {
+            "kind": self.kind.value,
+            "since": text(self.since),
+            "note": self.note,
+            "until": text(self.until),
+            "skipped_from": text(self.skipped_from),
+            "resumes_at": text(self.resumes_at),
+            "count": self.count,
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any] | None) -> Hold | None:
+        if not data:
+            return None
+
+        def moment(key: str) -> datetime | None:
+            value = data.get(key)
+            return None if value is None else datetime.fromisoformat(value)
+
+        since = moment("since")
+        assert since is not None
+        return Hold(
+            kind=HoldKind(data["kind"]),
+            since=since,
+            note=data.get("note"),
+            until=moment("until"),
+            skipped_from=moment("skipped_from"),
+            resumes_at=moment("resumes_at"),
+            count=data.get("count"),
+        )
 
 
 @dataclass(frozen=True)
@@ -152,6 +228,19 @@ class Job:
     lease: Lease | None = None
     disabled_reason: str | None = None  # why ticklock (not a user) disabled it; cleared when it is enabled again
     policy: Policy = field(default_factory=Policy)
+    hold: Hold | None = None  # kept after it ends (``active_hold`` says whether it still holds)
+
+    @property
+    def active_hold(self) -> Hold | None:
+        """The hold that still holds: a pause of a paused job, or a timed hold the job has not got past."""
+        hold = self.hold
+        if hold is None:
+            return None
+        if hold.resumes_at is None:
+            return None if self.enabled else hold
+        if not self.enabled or self.next_run_at is None or self.next_run_at > hold.resumes_at:
+            return None
+        return hold
 
     def due_at(self, now: datetime) -> datetime | None:
         """When the job is next claimable: its earliest pending fire, but never inside a live lease."""
@@ -211,8 +300,9 @@ class Fire:
     @property
     def due(self) -> datetime:
         """When the fire starts: its slot plus its jitter."""
-        jitter = self.jitter
-        return self.scheduled_at + timedelta(seconds=jitter) if jitter else self.scheduled_at
+        if self.trigger is not Trigger.SCHEDULE:
+            return self.scheduled_at
+        return self.job.jittered(self.scheduled_at) or self.scheduled_at
 
     @staticmethod
     def of(job: Job) -> Fire:
@@ -220,7 +310,9 @@ class Fire:
         if job.lease is None:
             raise ValueError("only a claimed job has a fire")
         scheduled = job.next_run_at if job.enabled else None
-        if job.trigger_at is not None and (scheduled is None or job.trigger_at <= scheduled):
+        if job.trigger_at is not None and (
+            scheduled is None or job.trigger_at <= (job.jittered(scheduled) or scheduled)
+        ):
             return Fire(job, job.trigger_at, Trigger.MANUAL, job.lease.token)
         if scheduled is None:
             raise ValueError(f"job {job.id} was claimed with nothing due")
@@ -253,6 +345,7 @@ class Execution:
     duration: float | None = None
     error: str | None = None
     jitter: float = 0.0  # seconds after its slot the fire was due to start (``Policy.max_jitter``)
+    detached: bool = False  # its job went on when it started (allow_all): no claim brings it back to resume
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

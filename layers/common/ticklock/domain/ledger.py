@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
 
-from ticklock.domain.jobs import Execution, Job, Trigger
+from ticklock.domain.jobs import Execution, Hold, HoldKind, Job, Trigger
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 
 MAX_COUNTED = 10_000  # slots counted in one range; past it the count stops here (`capped`), the range does not
@@ -42,6 +42,7 @@ class Reason(enum.StrEnum):
     COLLAPSED = "collapsed"  # the slot passed while an earlier fire of the job was late or running
     PAUSED = "paused"  # the slot passed while the job was paused
     CATCHUP_WINDOW_PASSED = "catchup_window_passed"  # the fire came later than its job's catch-up window
+    SKIP_NEXT = "skip_next"  # a user asked to skip the job's next fires
 
 
 OUTCOME_OF = {
@@ -51,7 +52,13 @@ OUTCOME_OF = {
     Reason.COLLAPSED: Outcome.MISSED,
     Reason.PAUSED: Outcome.MISSED,
     Reason.CATCHUP_WINDOW_PASSED: Outcome.MISSED,
+    Reason.SKIP_NEXT: Outcome.SKIPPED,
 }
+
+
+def hold_reason(hold: Hold) -> Reason:
+    """The ledger's reason for the slots a user's hold kept back."""
+    return Reason.SKIP_NEXT if hold.kind is HoldKind.SKIP else Reason.PAUSED
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,10 @@ def account(
             fate = SlotFate(entry.first_at, entry.outcome.value, entry.reason.value, entry=entry)
             fates.setdefault((entry.first_at, entry.trigger.value), fate)
     waiting = job.next_run_at
+    hold = job.active_hold
+    held = None
+    if hold is not None and hold.skipped_from is not None and hold.resumes_at is not None:
+        held = (hold.skipped_from, hold.resumes_at, hold_reason(hold))
     for at in _slots(job.schedule, start, end, limit, inclusive=True):
         key = (at, Trigger.SCHEDULE.value)
         if key in fates:
@@ -134,6 +145,9 @@ def account(
         covering = next((e for e in entries if e.first_at <= at <= e.last_at and e.trigger is Trigger.SCHEDULE), None)
         if covering is not None:
             fates[key] = SlotFate(at, covering.outcome.value, covering.reason.value, entry=covering)
+        elif held is not None and held[0] <= at < held[1]:  # kept back by a user's timed hold, live
+            status = "paused" if held[2] is Reason.PAUSED and at > now else OUTCOME_OF[held[2]].value
+            fates[key] = SlotFate(at, status, held[2].value)
         elif waiting is not None and at >= waiting:  # the slot the job waits for, or one after it
             if job.enabled:
                 fates[key] = SlotFate(at, "upcoming" if at > now else "due")

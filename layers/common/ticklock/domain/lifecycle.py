@@ -28,8 +28,8 @@ from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job, Overlap, Trigger
-from ticklock.domain.ledger import LedgerEntry, Reason, slots_between
+from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Overlap, Trigger
+from ticklock.domain.ledger import LedgerEntry, Reason, hold_reason, slots_between
 from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import CronSchedule
@@ -73,6 +73,11 @@ _FINAL_SKIPS = {
     SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
     SkipReason.CATCHUP_WINDOW_PASSED: Reason.CATCHUP_WINDOW_PASSED,
 }
+
+
+def _cause(execution: Execution) -> str:
+    """What became of an execution left open: cut off by a shutdown, or its runner gone."""
+    return "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
 
 
 class LockFailure(enum.StrEnum):
@@ -119,6 +124,8 @@ class TaskRunner:
 
     def run(self, fire: Fire) -> Outcome:
         job = fire.job
+        if job.hold is not None and job.hold.resumes_at == fire.scheduled_at and fire.trigger is Trigger.SCHEDULE:
+            self._held(fire, job.hold)
         fields = {
             "job_id": job.id,
             "job_name": job.name,
@@ -145,7 +152,7 @@ class TaskRunner:
             return self._skip(fire, SkipReason.LEASE_EXPIRED)
 
         # 1. lock: the job's, so that its runs do not overlap; under allow_all the fire's alone
-        together = job.policy.overlap is Overlap.ALLOW_ALL
+        together = job.policy.overlap is Overlap.ALLOW_ALL and isinstance(job.schedule, CronSchedule)
         key = f"fire:{fire.key}" if together else f"job:{job.id}"
         try:
             lock_token = self.locker.acquire(key, job.timeout + LOCK_MARGIN)
@@ -160,13 +167,18 @@ class TaskRunner:
         keep_lock = False
         try:
             # 2. record
-            execution = self._record(fire, handler, fields)
+            execution = self._record(fire, handler, fields, detached=together)
             if isinstance(execution, SkipReason):
                 return Outcome(skipped=execution)
             fields["execution_id"] = execution.id
             if together:
-                # 5. advance first: the job's next fire is claimable while this one runs
-                self._advance(fire)
+                # 5. advance first: the job's next fire is claimable while this one runs; if the store fails
+                # here, the fire runs all the same and the job is advanced when it ends, as for one-at-a-time
+                try:
+                    self._advance(fire)
+                except TicklockError as exc:
+                    log.warning("fire.advance_failed", extra={**fields, "error": exc.message})
+                    together = False
             # 3. run
             outcome = self._run(fire, handler, execution, fields)
             # a straggler past its deadline keeps the lock; a cut-off at shutdown dies with the process
@@ -179,7 +191,9 @@ class TaskRunner:
                 self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
 
     # -- step 2 -----------------------------------------------------------------------------------
-    def _record(self, fire: Fire, handler: Handler, fields: dict[str, Any]) -> Execution | SkipReason:
+    def _record(
+        self, fire: Fire, handler: Handler, fields: dict[str, Any], *, detached: bool
+    ) -> Execution | SkipReason:
         job = fire.job
         now = self.clock.now()
         fresh = Execution(
@@ -194,6 +208,7 @@ class TaskRunner:
             run_token=uuid.uuid4().hex,
             owner=self.owner,
             jitter=fire.jitter,
+            detached=detached,
         )
         started = self.store.start_execution(fresh)
         execution = started.execution
@@ -228,8 +243,8 @@ class TaskRunner:
             self._skip(fire, SkipReason.RUNNING_ELSEWHERE)
             return SkipReason.RUNNING_ELSEWHERE
         if existing.resumes >= self.max_resumes:
-            cause = "cut off" if existing.status is ExecutionStatus.INTERRUPTED else f"left running by {existing.owner}"
-            self._lose(fire, existing, f"{cause} and not run again: {existing.resumes} resume(s) of {self.max_resumes}")
+            reason = f"{_cause(existing)} and not run again: {existing.resumes} resume(s) of {self.max_resumes}"
+            self._lose(fire, existing, reason)
             return SkipReason.GIVEN_UP
         resumed = existing.with_changes(
             status=ExecutionStatus.RUNNING,
@@ -285,43 +300,31 @@ class TaskRunner:
         Returns how many were lost."""
         now = self.clock.now()
         found = self.store.open_executions(deadline_before=now - timedelta(seconds=LOCK_MARGIN), limit=limit)
-        jobs: dict[str, Job | None] = {}
         lost = 0
         for execution in found:
-            if execution.job_id not in jobs:
-                try:
-                    jobs[execution.job_id] = self.store.get_job(execution.job_id)
-                except JobNotFound:
-                    jobs[execution.job_id] = None
-            job = jobs[execution.job_id]
-            if job is None or job.policy.overlap is not Overlap.ALLOW_ALL:
-                continue
-            cause = (
-                "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
-            )
-            done = execution.with_changes(
-                status=ExecutionStatus.LOST,
-                finished_at=now,
-                error=f"{cause}; not run again: under allow_all its job went on when it started",
-            )
-            if self.store.finish_execution(done):
-                lost += 1
-                fields = {"job_id": job.id, "fire_time": done.scheduled_at.isoformat(), "execution_id": done.id}
-                log.error("execution.lost", extra={**fields, "error": done.error})
-                self._safely("metrics.failed", fields, self.metrics.fire_finished, done.handler, "lost", 0.0, 0)
-                self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", "lost", 1)
-                self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, job.name))
+            try:
+                name = self.store.get_job(execution.job_id).name
+            except JobNotFound:
+                name = ""
+            error = f"{_cause(execution)}; not run again: under allow_all its job went on when it started"
+            lost += self._finalise_lost(execution, name, error)
         return lost
 
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:
-        now = self.clock.now()
-        lost = execution.with_changes(status=ExecutionStatus.LOST, finished_at=now, error=error)
-        fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat(), "execution_id": execution.id}
-        if self.store.finish_execution(lost):
-            log.error("execution.lost", extra={**fields, "error": error})
-            self._safely("metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0)
-            self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, fire.job.name))
+        self._finalise_lost(execution, fire.job.name, error)
         self._advance(fire)
+
+    def _finalise_lost(self, execution: Execution, job_name: str, error: str) -> bool:
+        """Finish ``execution`` as LOST with ``error`` (unless someone else took it over), and say so."""
+        lost = execution.with_changes(status=ExecutionStatus.LOST, finished_at=self.clock.now(), error=error)
+        if not self.store.finish_execution(lost):
+            return False
+        fields = {"job_id": lost.job_id, "fire_time": lost.scheduled_at.isoformat(), "execution_id": lost.id}
+        log.error("execution.lost", extra={**fields, "error": error})
+        self._safely("metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0)
+        self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", lost.status.value, 1)
+        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, job_name))
+        return True
 
     # -- step 3 -----------------------------------------------------------------------------------
     def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any]) -> RunOutcome:
@@ -330,13 +333,16 @@ class TaskRunner:
             logging.getLogger(f"ticklock.handler.{handler.name}"),
             {"job_id": job.id, "fire_time": fields["fire_time"], "execution_id": execution.id},
         )
-        # cancel_other: the run is cut off when the job's next slot comes due (the first after it started);
-        # a sync handler then has LOCK_MARGIN seconds to see ``ctx.cancelled`` and return
+        # cancel_other: the run is cut off when the job's next slot comes due (the first after it started,
+        # its jitter included); a sync handler then has LOCK_MARGIN seconds to see ``ctx.cancelled`` and
+        # return. A manual run is not cut: no fire of the schedule waits on it.
         cut = None
-        if job.policy.overlap is Overlap.CANCEL_OTHER and isinstance(job.schedule, CronSchedule):
-            cut = job.schedule.next_after(max(execution.started_at, fire.scheduled_at))
+        cancellable = fire.trigger is Trigger.SCHEDULE and isinstance(job.schedule, CronSchedule)
+        if job.policy.overlap is Overlap.CANCEL_OTHER and cancellable:
+            cut = job.jittered(job.schedule.next_after(max(execution.started_at, fire.scheduled_at)))
             cut = None if cut is None or cut >= execution.deadline_at else cut
         grace = 0.0 if cut is None else LOCK_MARGIN
+        deadline = cut or execution.deadline_at
 
         def attempt(number: int, seconds_left: float) -> AttemptResult:
             ctx = HandlerContext(
@@ -346,7 +352,7 @@ class TaskRunner:
                 scheduled_at=fire.scheduled_at,
                 execution_id=execution.id,
                 attempt=execution.attempts + number,
-                deadline=execution.deadline_at,
+                deadline=deadline,  # a handler pacing itself by ``remaining()`` stops before it is cut off
                 logger=adapter,
                 now=self.clock.now,
             )
@@ -359,19 +365,12 @@ class TaskRunner:
             return result
 
         outcome = run_with_retries(
-            attempt,
-            clock=self.clock,
-            deadline=cut or execution.deadline_at,
-            max_retries=job.max_retries,
-            cancel=self.shutdown,
+            attempt, clock=self.clock, deadline=deadline, max_retries=job.max_retries, cancel=self.shutdown
         )
         if cut is None or outcome.status is not ExecutionStatus.TIMEOUT:
             return outcome
-        return replace(
-            outcome,
-            status=ExecutionStatus.CANCELLED,
-            error=f"cancelled: the next fire, {cut.isoformat()}, came due (overlap policy cancel_other)",
-        )
+        why = f"cancelled: the next fire, {cut.isoformat()}, came due (overlap policy cancel_other)"
+        return replace(outcome, status=ExecutionStatus.CANCELLED, error=f"{why}; {outcome.error}")
 
     # -- steps 4 and 5 ----------------------------------------------------------------------------
     def _finish(
@@ -460,7 +459,7 @@ class TaskRunner:
             except StoreUnavailable as exc:
                 if wait is None:
                     raise
-                log.warning("execution.complete_retry", extra={"job_id": done.job_id, "error": str(exc), "wait": wait})
+                log.warning("execution.finish_retry", extra={"job_id": done.job_id, "error": str(exc), "wait": wait})
                 self.clock.sleep(wait)
         raise AssertionError("unreachable")
 
@@ -513,8 +512,8 @@ class TaskRunner:
         schedule = fire.job.schedule
         if not isinstance(schedule, CronSchedule):
             return  # an interval has no slots of its own; a once schedule none after its one
-        following = schedule.next_after(fire.scheduled_at)
-        if following is None or following >= until:
+        after = schedule.next_after(fire.scheduled_at)
+        if after is None or after >= until:
             return  # the usual case, one computation: the slot after this fire is the one the job moves to
         split = until if started is None else min(max(started, fire.scheduled_at) + _JUST, until)
         ranges = [
@@ -529,6 +528,17 @@ class TaskRunner:
             return
         for reason, (first, last, count, capped) in ranges:
             self._account(fire, LedgerEntry(fire.job.id, reason, first, last, count, now, Trigger.SCHEDULE, capped))
+
+    def _held(self, fire: Fire, hold: Hold) -> None:
+        """The fire a user's hold moved the job to has come: the slots the hold kept back are one entry
+        (``paused`` or ``skip_next``), written once whichever delivery of the fire gets here first."""
+        if hold.skipped_from is None:
+            return
+        passed = slots_between(fire.job.schedule, hold.skipped_from - _JUST, fire.scheduled_at)
+        if passed is not None:
+            first, last, count, capped = passed
+            now = self.clock.now()
+            self._account(fire, LedgerEntry(fire.job.id, hold_reason(hold), first, last, count, now, capped=capped))
 
     def _moved_to(self, fire: Fire, next_run: datetime | None) -> bool:
         """Whether the advance moved the job's schedule to ``next_run``: it keeps the schedule of a job

@@ -19,8 +19,8 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
-from ticklock.domain.jobs import Execution, Job, Policy
-from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, slots_between
+from ticklock.domain.jobs import MAX_NOTE, Execution, Hold, HoldKind, Job, Policy
+from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, hold_reason, slots_between
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
 from ticklock.ports import Store
@@ -191,34 +191,121 @@ class JobService:
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
         resuming = bool(changes.get("enabled")) and not job.enabled
+        ended = None
+        if "enabled" in changes or schedule_changed:  # a timed hold ends with a pause, a resume or a new schedule
+            held, ended = _end_hold(job, now)
+            if ended is not None and not schedule_changed:
+                merged = merged.with_changes(next_run_at=held.next_run_at, hold=None)
+            elif ended is not None:
+                merged = merged.with_changes(hold=None)
         if resuming:
             merged = self._resumed(merged, now)
         stored = self.store.update_job(merged, expected_version=job.version)
+        self._record(ended)
         if resuming and not schedule_changed:
             self._account_pause(job, stored, now)
         return stored
 
-    def pause(self, job_id: str) -> Job:
-        return self._retrying(lambda: self._pause(job_id))
+    def pause(self, job_id: str, *, note: str | None = None, until: datetime | None = None) -> Job:
+        """Stop scheduling the job, with an optional note: until it is resumed, or, with ``until``, until
+        its first fire at or after that instant (the fires in between are the hold's, ``paused``)."""
+        return self._retrying(lambda: self._pause(job_id, note, until))
 
-    def _pause(self, job_id: str) -> Job:
+    def _pause(self, job_id: str, note: str | None, until: datetime | None) -> Job:
         job = self.store.get_job(job_id)
-        if not job.enabled:
+        now = self.clock.now()
+        if until is not None:
+            return self._hold(job, now, HoldKind.PAUSE, note, until=until)
+        if not job.enabled and (note is None or (job.hold is not None and job.hold.note == note)):
             return job
-        return self.store.update_job(
-            job.with_changes(enabled=False, updated_at=self.clock.now()), expected_version=job.version
+        _check_hold(note, None)
+        held, ended = _end_hold(job, now)
+        since = job.hold.since if not job.enabled and job.hold is not None else now
+        hold = Hold(HoldKind.PAUSE, since, note, skipped_from=held.next_run_at)
+        stored = self.store.update_job(
+            held.with_changes(enabled=False, hold=hold, updated_at=now), expected_version=job.version
+        )
+        self._record(ended)
+        return stored
+
+    def skip(self, job_id: str, count: int, *, note: str | None = None) -> Job:
+        """Skip the job's next ``count`` fires (recorded ``skip_next``), with an optional note."""
+        return self._retrying(
+            lambda: self._hold(self.store.get_job(job_id), self.clock.now(), HoldKind.SKIP, note, count=count)
         )
 
+    def _hold(
+        self,
+        job: Job,
+        now: datetime,
+        kind: HoldKind,
+        note: str | None,
+        *,
+        until: datetime | None = None,
+        count: int = 0,
+    ) -> Job:
+        """Hold a job back until ``until`` (a pause) or for ``count`` fires (a skip): its next fire moves to
+        the first after the hold. A timed hold in force ends first (its slots so far are recorded); a
+        paused job is resumed into the hold (its paused slots so far are recorded)."""
+        _check_hold(note, count if kind is HoldKind.SKIP else None)
+        if isinstance(job.schedule, OnceSchedule):
+            raise ConflictError("a one-shot job has one fire: pause it, or delete it")
+        if until is not None and until <= now:
+            raise InvalidJob(f"must be in the future (now {now.isoformat()})", field="until")
+        if kind is HoldKind.SKIP and not job.enabled:
+            raise ConflictError("the job is paused: resume it, or pause it until an instant")
+        held, ended = _end_hold(job, now)
+        paused = None
+        if not held.enabled:  # the pause so far ends here: its slots are recorded as the resume would
+            paused = held
+            held = held.with_changes(enabled=True, next_run_at=_first_fire(held.schedule, now))
+        waiting = held.next_run_at
+        if waiting is None:
+            raise ConflictError("the job has no next fire to hold back")
+        if held.lease is not None and held.lease.until > now and waiting <= now + timedelta(seconds=LOOKAHEAD):
+            waiting = held.schedule.next_after(waiting) or waiting  # that fire is claimed, in flight: it runs
+        resumes_at = _after_hold(held.schedule, waiting, until=until, count=count)
+        if resumes_at is None:
+            raise ConflictError("its schedule has no fire after the hold: pause it, or delete it")
+        hold = Hold(kind, now, note, until=until, skipped_from=waiting, resumes_at=resumes_at, count=count or None)
+        stored = self.store.update_job(
+            held.with_changes(next_run_at=resumes_at, hold=hold, disabled_reason=None, updated_at=now),
+            expected_version=job.version,
+        )
+        self._record(ended)
+        if paused is not None:
+            self._account_pause(paused, held, now)
+        return stored
+
+    def _record(self, entry: LedgerEntry | None) -> None:
+        """Write a hold's ledger entry once the change that ended it is stored. Fails soft, as
+        ``_account_pause``: the change stands, and the slots show as unaccounted."""
+        if entry is None:
+            return
+        try:
+            self.store.record_fire(entry)
+        except TicklockError as exc:
+            log.warning(
+                "ledger.record_failed",
+                extra={"job_id": entry.job_id, "reason": entry.reason.value, "error": exc.message},
+            )
+
     def resume(self, job_id: str) -> Job:
+        """Schedule a paused or held job again, from now."""
         return self._retrying(lambda: self._resume(job_id))
 
     def _resume(self, job_id: str) -> Job:
         job = self.store.get_job(job_id)
-        if job.enabled:
-            return job
         now = self.clock.now()
+        if job.enabled:
+            held, ended = _end_hold(job, now)
+            if ended is None and job.active_hold is None:
+                return job
+            stored = self.store.update_job(held.with_changes(hold=None, updated_at=now), expected_version=job.version)
+            self._record(ended)
+            return stored
         resumed = self.store.update_job(
-            self._resumed(job.with_changes(updated_at=now), now), expected_version=job.version
+            self._resumed(job.with_changes(updated_at=now, hold=None), now), expected_version=job.version
         )
         self._account_pause(job, resumed, now)
         return resumed
@@ -282,13 +369,13 @@ class JobService:
         if isinstance(job.schedule, OnceSchedule):
             if job.next_run_at is None:
                 raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
-            return job.with_changes(enabled=True, disabled_reason=None)
+            return job.with_changes(enabled=True, disabled_reason=None, hold=None)
         # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
         try:
             first = _first_fire(job.schedule, now)
         except InvalidJob as exc:
             raise ConflictError(f"cannot resume: {exc}") from None
-        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=first)
+        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=first, hold=None)
 
     def _validate(
         self,
@@ -342,6 +429,49 @@ def _check_jitter(schedule: Schedule, policy: Policy, now: datetime) -> None:
             f"must be less than the shortest gap between the schedule's fires ({gap:g} s), got {policy.max_jitter:g}",
             field="policy.max_jitter",
         )
+
+
+MAX_SKIP = 1000  # fires one skip holds back at most
+LOOKAHEAD = 2.0  # seconds ahead of its fire a job may be claimed (the dispatcher's look-ahead and more)
+
+
+def _check_hold(note: str | None, count: int | None) -> None:
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+        raise InvalidJob(f"must be text of at most {MAX_NOTE} characters", field="note")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SKIP):
+        raise InvalidJob(f"must be a whole number from 1 to {MAX_SKIP}", field="count")
+
+
+def _after_hold(schedule: Schedule, waiting: datetime, *, until: datetime | None, count: int) -> datetime | None:
+    """The fire a hold resumes at: the first at or after ``until``, or the one after ``count`` fires from
+    ``waiting`` (the fire the job waits for, the first held back)."""
+    if until is not None:
+        if isinstance(schedule, IntervalSchedule):
+            return max(until, waiting)
+        return schedule.next_after(max(until, waiting) - timedelta(microseconds=1))
+    at: datetime | None = waiting
+    for _ in range(count):
+        if at is None:
+            return None
+        at = schedule.next_after(at)
+    return at
+
+
+def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
+    """End ``job``'s timed hold now, if one is in force: the job as it goes on (its next fire the first
+    after now, no hold) and the entry for the hold's slots that came by (None if none did)."""
+    hold = job.active_hold
+    if hold is None or hold.resumes_at is None or hold.skipped_from is None:
+        return job, None
+    ended = job.with_changes(hold=None)
+    if hold.resumes_at > now:
+        ended = ended.with_changes(next_run_at=_first_fire(job.schedule, now))
+    until = min(hold.resumes_at, now + timedelta(microseconds=1))
+    passed = slots_between(job.schedule, hold.skipped_from - timedelta(microseconds=1), until)
+    if passed is None:
+        return ended, None
+    first, last, count, capped = passed
+    return ended, LedgerEntry(job.id, hold_reason(hold), first, last, count, now, capped=capped)
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

@@ -50,7 +50,7 @@ class Connection:
         )
         self.executions.create_index([("finished_at", ASCENDING)], name="finished")
         self.executions.create_index([("scheduled_at", DESCENDING)], name="by_time")
-        self.executions.create_index([("status", ASCENDING), ("deadline_at", ASCENDING)], name="open")
+        self.executions.create_index([("detached", ASCENDING), ("deadline_at", ASCENDING)], name="detached")
         self.claims.create_index([("at", ASCENDING)], name="at")
         self.ledger.create_index([("job_id", ASCENDING), ("first_at", DESCENDING)], name="by_job")
         self.ledger.create_index([("first_at", DESCENDING)], name="by_time")

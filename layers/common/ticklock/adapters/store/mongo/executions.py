@@ -73,7 +73,7 @@ class Executions(Connection):
         return None if doc is None else execution_from_doc(doc)
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
-        query: Doc = {"status": {"$in": LIVE}, "deadline_at": {"$lt": deadline_before}}
+        query: Doc = {"detached": True, "status": {"$in": LIVE}, "deadline_at": {"$lt": deadline_before}}
         found = self._call(lambda: list(self.executions.find(query).sort("deadline_at", ASCENDING).limit(limit)))
         return [execution_from_doc(d) for d in found]
 

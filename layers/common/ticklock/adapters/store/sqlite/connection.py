@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ticklock.adapters.store.sqlite.schema import SCHEMA, SCHEMA_VERSION
+from ticklock.adapters.store.sqlite.schema import ADDED_COLUMNS, INDEXES, SCHEMA_VERSION, TABLES
 from ticklock.errors import StoreUnavailable
 
 T = TypeVar("T")
@@ -38,6 +38,9 @@ class Connection:
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
 
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+
     def _migrate(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
@@ -46,15 +49,15 @@ class Connection:
                 raise StoreUnavailable(
                     f"{self.path} has schema version {version}; this ticklock knows {SCHEMA_VERSION}: upgrade ticklock"
                 )
-            for statement in SCHEMA:
+            # the tables a file lacks, then the columns an older file's tables lack, then the indexes (which
+            # may index those columns)
+            for statement in TABLES:
                 self._conn.execute(statement)
-            if version == 1:  # a file of the first schema: its jobs table has no disabled_reason yet
-                self._conn.execute("ALTER TABLE jobs ADD COLUMN disabled_reason TEXT")
-            if 1 <= version < 3:  # nor a policy (the ledger's table is made by its CREATE ... IF NOT EXISTS)
-                self._conn.execute("ALTER TABLE jobs ADD COLUMN policy TEXT")
-            executions = {row[1] for row in self._conn.execute("PRAGMA table_info(executions)")}
-            if "jitter" not in executions:  # executions of before jitter (a first file had none: made above)
-                self._conn.execute("ALTER TABLE executions ADD COLUMN jitter REAL NOT NULL DEFAULT 0")
+            for table, column, kind in ADDED_COLUMNS:
+                if column not in self._columns(table):
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            for statement in INDEXES:
+                self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:

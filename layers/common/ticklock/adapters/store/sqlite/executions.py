@@ -75,9 +75,9 @@ class Executions(Connection):
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
         sql = (
-            f"SELECT {EXEC_COLUMNS} FROM executions WHERE status IN ('running', 'interrupted') "
+            f"SELECT {EXEC_COLUMNS} FROM executions WHERE detached = 1 AND status IN ('running', 'interrupted') "
             "AND deadline_at < ? ORDER BY deadline_at LIMIT ?"
-        )  # the literal statuses let SQLite use the partial index executions_open
+        )  # literal values, so that SQLite uses the partial index executions_detached
         rows = self._read(lambda c: c.execute(sql, (us(deadline_before), limit)).fetchall())
         return [execution_from_row(r) for r in rows]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
-SCHEMA_VERSION = 4  # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter
+# 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold
+SCHEMA_VERSION = 4
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -26,7 +27,8 @@ SCHEMA = [
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
         disabled_reason TEXT,
-        policy TEXT
+        policy TEXT,
+        hold TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
@@ -48,12 +50,14 @@ SCHEMA = [
         finished_at INTEGER,
         duration REAL,
         error TEXT,
-        jitter REAL NOT NULL DEFAULT 0
+        jitter REAL NOT NULL DEFAULT 0,
+        detached INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
     "CREATE INDEX IF NOT EXISTS executions_time ON executions (scheduled_at DESC)",
-    "CREATE INDEX IF NOT EXISTS executions_open ON executions (deadline_at) WHERE status IN ('running', 'interrupted')",
+    "CREATE INDEX IF NOT EXISTS executions_detached ON executions (deadline_at) "
+    "WHERE detached = 1 AND status IN ('running', 'interrupted')",
     """
     CREATE TABLE IF NOT EXISTS ledger (
         id TEXT PRIMARY KEY,
@@ -71,9 +75,19 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS ledger_time ON ledger (first_at DESC)",
     "CREATE INDEX IF NOT EXISTS ledger_last ON ledger (last_at)",
 ]
+TABLES = [s for s in SCHEMA if s.lstrip().startswith("CREATE TABLE")]
+INDEXES = [s for s in SCHEMA if s not in TABLES]
+# the columns added since the first schema, by version: a file written before one gains it when opened
+ADDED_COLUMNS = [
+    ("jobs", "disabled_reason", "TEXT"),  # 2
+    ("jobs", "policy", "TEXT"),  # 3
+    ("executions", "jitter", "REAL NOT NULL DEFAULT 0"),  # 4
+    ("executions", "detached", "INTEGER NOT NULL DEFAULT 0"),  # 4
+    ("jobs", "hold", "TEXT"),  # 4
+]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
-    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy"
+    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

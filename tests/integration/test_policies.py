@@ -186,7 +186,7 @@ def test_allow_all_fires_whose_runner_vanished_are_lost_by_housekeeping(engine: 
     alone = engine.add()
     claimed = engine.store.claim_due(now=T, horizon=T, limit=10, owner="test", slack=timedelta(seconds=60))
     dying = engine.runner()
-    dying.store = _FinishFails(engine.store)  # type: ignore[assignment]
+    dying.store = _FinishFails(engine.store)
     for job in sorted(claimed, key=lambda j: j.id != together.id):  # each retry of its final write takes fake time
         with pytest.raises(StoreUnavailable):
             dying.run(Fire.of(job))  # it ran, and its runner died before the final write
@@ -220,7 +220,7 @@ def test_allow_all_runs_even_when_its_early_advance_fails_and_advances_at_the_en
     job = engine.add(policy=Policy(overlap=Overlap.ALLOW_ALL))
     runner = engine.runner()
     flaky = AdvanceFails(engine.store)
-    runner.store = flaky  # type: ignore[assignment]
+    runner.store = flaky
     outcome = runner.run(engine.claim())
     assert flaky.failed == 1
     assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS

@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -32,7 +33,8 @@ from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Execution, ExecutionStatus, Overlap, Policy, Trigger
-from ticklock.domain.schedules import IntervalSchedule
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule
+from ticklock.domain.service import JobService
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
 from ticklock.runtimes import aws
@@ -189,6 +191,69 @@ def test_tick_function_then_runner_function_run_every_fire_once(deployment: Depl
     assert sum(fired.values()) >= 2 * len(jobs)  # the loop ticked on: a job fired more than once
     for job in jobs:
         assert all(e.status is ExecutionStatus.SUCCESS for e in box.store.list_executions(job.id))
+
+
+def test_the_lambda_shape_accounts_for_every_slot_of_its_jobs_in_the_api_functions_fires(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """Jobs every second whose runs take 2.5 s, through the tick, SQS and the runner function: the api
+    function's GET /jobs/{id}/fires gives every slot of the window one fate, none unaccounted, with the
+    overlap reasons each job's policy gives."""
+    tick_fn, runner_fn, api_fn = function_module("tick"), function_module("runner"), function_module("api")
+    box = aws.container()
+    now = box.clock.now()
+    start = now.replace(microsecond=0) + timedelta(seconds=1)
+    jobs = {
+        overlap: box.store.add_job(
+            make_job(
+                f"slow-{overlap}",
+                handler="test.sleep",
+                schedule=CronSchedule("* * * * * *"),
+                next_run_at=start,
+                created_at=now,
+                timeout=10,
+                payload={"seconds": 2.5},
+            ).with_changes(policy=Policy(overlap=Overlap(overlap)))
+        )
+        for overlap in ("skip", "buffer_one", "allow_all")
+    }
+    esm = EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            esm.poll_once(wait=1)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        tick_fn.handler(event("tick.json"), LambdaContext(timeout=aws.TICK_MARGIN + 6))
+        service = JobService(box.store, box.registry, box.clock)
+        for job in jobs.values():  # pause them: the window stops moving
+            service.pause(job.id)
+        time.sleep(4)  # the runs in flight end
+    finally:
+        stop.set()
+        poller.join()
+    esm.drain(idle_polls=2)
+    end = start + timedelta(seconds=3)  # the loop ticks about 6 s, then they are paused
+    for overlap, job in jobs.items():
+        request = event("api-list-jobs.json")
+        request["path"] = f"/jobs/{job.id}/fires"
+        request["queryStringParameters"] = {"from": start.isoformat(), "to": end.isoformat()}
+        request["multiValueQueryStringParameters"] = {k: [v] for k, v in request["queryStringParameters"].items()}
+        answer = api_fn.handler(request, LambdaContext())
+        assert answer["statusCode"] == 200, answer
+        items = json.loads(answer["body"])["items"]
+        slots = [i["at"] for i in items if i["trigger"] == "schedule"]
+        assert len(slots) == len(set(slots)) == 4, items  # one fate per slot of the window
+        statuses = {i["status"] for i in items}
+        assert statuses <= {"ran", "skipped", "missed"}, (overlap, items)  # none unaccounted
+        reasons = {i["reason"] for i in items if i["status"] != "ran"}
+        if overlap == "allow_all":
+            assert reasons <= {"collapsed"} and sum(i["status"] == "ran" for i in items) >= 3, items
+        elif overlap == "skip":
+            assert "overlap_skip" in reasons, items
 
 
 def test_sample_runner_event_decodes_and_is_handled(deployment: Deployment) -> None:

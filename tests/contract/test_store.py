@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Trigger
+from ticklock.domain.jobs import AlertRules, ExecutionStatus, Fire, Job, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import Store
@@ -350,6 +350,43 @@ def test_open_executions_are_the_detached_unfinished_past_their_deadline_earlies
     fire = Fire(job, T0 + timedelta(seconds=9), Trigger.SCHEDULE, "t")
     store.start_execution(make_execution(fire))  # not detached: its claim resumes it, it is not listed
     assert len(store.open_executions(deadline_before=T0 + timedelta(hours=1), limit=10)) == 3
+
+
+def test_open_alerts_change_by_compare_and_set_once_among_many(store: Store, open_store: Callable[[], Store]) -> None:
+    job = store.add_job(make_job().with_changes(alerts=AlertRules(late_after=5)))
+    raised = {"late": {"raised_at": T0.isoformat(), "detail": "late"}}
+    others = [open_store() for _ in range(4)]
+    start = threading.Barrier(len(others))
+    won: list[bool] = []
+
+    def race(other: Store) -> None:
+        start.wait()
+        won.append(other.set_open_alerts(job.id, expected={}, new=raised))
+
+    threads = [threading.Thread(target=race, args=(o,)) for o in others]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(won) == [False, False, False, True]  # one of four writers wins the state
+    got = store.get_job(job.id)
+    assert got.open_alerts == raised and got.version == job.version  # the version is left alone
+    assert not store.set_open_alerts(job.id, expected={}, new={})  # no longer what it was
+    assert store.set_open_alerts(job.id, expected=raised, new={})
+    assert store.set_open_alerts(job.id, expected={}, new=raised)  # raised again after a clear
+    edited = store.update_job(got.with_changes(timeout=3.0, open_alerts={}), expected_version=got.version)
+    assert edited.open_alerts == raised and store.get_job(job.id).open_alerts == raised  # an edit keeps them
+    assert not store.set_open_alerts("no-such-job", expected={}, new=raised)
+
+
+def test_list_jobs_alerting_gives_the_jobs_with_rules_or_alerts_raised(store: Store) -> None:
+    plain = store.add_job(make_job())
+    ruled = store.add_job(make_job().with_changes(alerts=AlertRules(no_success_for=60, email="a@b.example")))
+    raised = store.add_job(make_job())
+    assert store.set_open_alerts(raised.id, expected={}, new={"late": {"raised_at": "x", "detail": "y"}})
+    found = {j.id for j in store.list_jobs(alerting=True, limit=10)}
+    assert found == {ruled.id, raised.id} and plain.id not in found
+    assert store.get_job(ruled.id).alerts == AlertRules(no_success_for=60, email="a@b.example")
 
 
 def test_ping_answers(store: Store) -> None:

@@ -9,6 +9,7 @@ from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
+from ticklock.domain.alerts import Alerts
 from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job, Policy
@@ -35,7 +36,9 @@ class Engine:
         """Runs 25 s of fake time."""
         self.clock.advance(25)
 
-    def runner(self, locker: Locker | None = None, lock_failure: LockFailure = LockFailure.SKIP) -> TaskRunner:
+    def runner(
+        self, locker: Locker | None = None, lock_failure: LockFailure = LockFailure.SKIP, alerts: Alerts | None = None
+    ) -> TaskRunner:
         return TaskRunner(
             store=self.store,
             locker=locker or LocalLocker(self.clock),
@@ -46,6 +49,7 @@ class Engine:
             invoker=self.invoker,
             owner="test",
             lock_failure=lock_failure,
+            alerts=alerts,
         )
 
     def add(self, handler: str = "noop", schedule: Schedule = EVERY_10, policy: Policy | None = None) -> Job:

@@ -227,19 +227,22 @@ def test_range_bounds_are_inclusive(name: str, value: str, expected: object) -> 
     assert getattr(s, name) == expected
 
 
-def test_as_dict_hides_the_api_token_the_email_url_and_the_webhook_key() -> None:
+def test_as_dict_hides_the_api_token_the_email_url_the_webhook_key_and_the_alerts_url() -> None:
     s = Settings.load(
         environ={
             "TICKLOCK_API_TOKEN": "secret-value",
             "TICKLOCK_EMAIL": "smtp://me:mail-password@mail:587",
             "TICKLOCK_WEBHOOK_SECRET": "hook-key",
+            "TICKLOCK_ALERTS_WEBHOOK": "https://hooks.example/T0/url-token",  # such URLs carry their key
         }
     )
     data = s.as_dict()
     assert "api_token" not in data
     assert "secret-value" not in repr(data) and "mail-password" not in repr(data) and "hook-key" not in repr(data)
+    assert "url-token" not in repr(data)
     assert data["port"] == 8080
-    assert set(data) == {s.name for s in SETTINGS} - {"api_token", "email", "webhook_secret"} | {"plugins"}
+    hidden = {"api_token", "email", "webhook_secret", "alerts_webhook"}
+    assert set(data) == {s.name for s in SETTINGS} - hidden | {"plugins"}
 
 
 def test_email_is_smtp_or_ses_or_nothing() -> None:

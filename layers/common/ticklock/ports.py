@@ -47,8 +47,10 @@ class Store(Protocol):
         enabled: bool | None = None,
         limit: int = 50,
         after: str | None = None,
+        alerting: bool = False,
     ) -> list[Job]:
-        """Jobs ordered by id, optionally filtered, starting after the id ``after`` (keyset paging)."""
+        """Jobs ordered by id, optionally filtered, starting after the id ``after`` (keyset paging);
+        ``alerting``: only those with alert rules or alerts raised."""
         ...
 
     def update_job(self, job: Job, *, expected_version: int) -> Job:
@@ -62,6 +64,12 @@ class Store(Protocol):
 
     def delete_job(self, job_id: str) -> None:
         """Delete a job and its execution history. Raises ``JobNotFound``."""
+        ...
+
+    def set_open_alerts(self, job_id: str, *, expected: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        """Replace the job's ``open_alerts`` with ``new`` if they are still ``expected`` (compared as a
+        whole): a compare-and-set that leaves the version, the definition and the lease alone, so that of
+        replicas raising or clearing one alert at once exactly one wins. Returns whether it applied."""
         ...
 
     # -- dispatch ----------------------------------------------------------------------------------

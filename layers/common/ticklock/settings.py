@@ -156,6 +156,16 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("webhook_timeout", "10", number(0.1, 300.0), "seconds a webhook call may take, all of it"),
     Setting(
+        "alerts_webhook",
+        "",
+        http_url,
+        "where a job's alerts are posted when it names no webhook of its own (empty: nowhere)",
+        secret=True,
+    ),
+    Setting(
+        "alerts_email", "", optional_text, "who gets a job's alerts when it names no address of its own (empty: nobody)"
+    ),
+    Setting(
         "system_jobs",
         ALL,
         names,
@@ -212,6 +222,8 @@ class Settings:
     email_from: str
     webhook_secret: str | None
     webhook_timeout: float
+    alerts_webhook: str
+    alerts_email: str | None
     system_jobs: tuple[str, ...]
     handler_modules: tuple[str, ...]
     log_level: str

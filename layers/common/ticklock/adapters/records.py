@@ -9,12 +9,13 @@ A record's keys are the fields' names as every store spells them; the lease is t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Hold, Job, Lease, Policy, Trigger
+from ticklock.domain.jobs import AlertRules, Execution, ExecutionStatus, Fire, Hold, Job, Lease, Policy, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
@@ -38,10 +39,13 @@ JOB_FIELDS = (
     "disabled_reason",
     "policy",
     "hold",
+    "alerts",
+    "open_alerts",
 )
-# what a change to a job's definition writes (PATCH, pause, resume): not its id, creation or lease
+# what a change to a job's definition writes (PATCH, pause, resume): not its id, creation, lease or the
+# alerts raised (``Store.set_open_alerts`` writes those)
 DEFINITION_FIELDS = tuple(
-    f for f in JOB_FIELDS if f not in ("id", "created_at", "lease_token", "lease_owner", "lease_until")
+    f for f in JOB_FIELDS if f not in ("id", "created_at", "lease_token", "lease_owner", "lease_until", "open_alerts")
 )
 EXECUTION_FIELDS = (
     "id",
@@ -102,7 +106,19 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "disabled_reason": job.disabled_reason,
         "policy": job.policy.to_record(),
         "hold": None if job.hold is None else job.hold.to_dict(),
+        "alerts": None if job.alerts is None else job.alerts.to_dict(),
+        "open_alerts": open_alerts_text(job.open_alerts),
     }
+
+
+def open_alerts_text(alerts: Mapping[str, Any]) -> str | None:
+    """The alerts raised, as every store keeps them: one canonical JSON text (so that a compare-and-set
+    compares text), or None when none is open."""
+    return json.dumps(alerts, sort_keys=True, separators=(",", ":")) if alerts else None
+
+
+def open_alerts_from(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text else {}
 
 
 def job_from_record(
@@ -113,6 +129,7 @@ def job_from_record(
     payload: Callable[[Any], Mapping[str, Any]] = dict,
     policy: Callable[[Any], Policy] = Policy.from_dict,
     hold: Callable[[Any], Hold | None] = Hold.from_dict,
+    alerts: Callable[[Any], AlertRules | None] = AlertRules.from_dict,
 ) -> Job:
     """The job a record holds; ``schedule``, ``payload``, ``policy`` and ``hold`` read those fields as the
     record keeps them (a record written before policies or holds has none: the defaults)."""
@@ -135,6 +152,8 @@ def job_from_record(
         disabled_reason=record.get("disabled_reason"),
         policy=policy(record.get("policy")),
         hold=hold(record.get("hold")),
+        alerts=alerts(record.get("alerts")),
+        open_alerts=open_alerts_from(record.get("open_alerts")),
     )
 
 

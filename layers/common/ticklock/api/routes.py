@@ -22,6 +22,8 @@ from pydantic import BaseModel
 from ticklock import __version__
 from ticklock.api.http import Reply
 from ticklock.api.schemas import (
+    AlertOut,
+    AlertPage,
     AllFiresQuery,
     CheckOut,
     ExecutionOut,
@@ -256,6 +258,7 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
                 max_retries=body.max_retries,
                 enabled=body.enabled,
                 policy=body.policy.to_domain(),
+                alerts=None if body.alerts is None else body.alerts.to_domain(),
             )
         )
         return Reply.json(201, JobOut.of(job).model_dump_json().encode(), {"location": f"/jobs/{job.id}"})
@@ -351,6 +354,16 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         items.sort(key=lambda i: i.first_at, reverse=True)
         return LedgerPage(items=items[: q.limit])
 
+    def open_alerts(call: Call) -> AlertPage:
+        items: list[AlertOut] = []
+        after: str | None = None
+        while True:  # the jobs with alert rules or alerts raised, a page at a time
+            page = service.store.list_jobs(alerting=True, limit=500, after=after)
+            items += [a for job in page for a in AlertOut.all_of(job)]
+            if len(page) < 500:
+                return AlertPage(items=items)
+            after = page[-1].id
+
     def preview(call: Call) -> PreviewOut:
         body: PreviewRequest = call.body
         after = parse_instant(body.after) if body.after else service.clock.now()
@@ -387,6 +400,8 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         Route("GET", "/fires", all_fires, "listFires",
               "Every job's fires in a window: those that did not run (skipped, missed) with their reasons, and runs",
               returns=LedgerPage, query=AllFiresQuery),
+        Route("GET", "/alerts", open_alerts, "listAlerts", "Every job's alerts raised and not cleared",
+              returns=AlertPage),
         Route("POST", "/schedules/preview", preview, "previewSchedule",
               "The next fires of a schedule that is not saved, each marked when a clock change moves it",
               returns=PreviewOut, body=PreviewRequest, errors=WITH_BODY, store=False),

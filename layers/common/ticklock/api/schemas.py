@@ -22,9 +22,12 @@ from pydantic import (
 
 from ticklock.domain.jobs import (
     BUFFER_ALL_CAP,
+    MAX_ALERT_SECONDS,
     MAX_CATCHUP_WINDOW,
+    MAX_FAILURES_IN_A_ROW,
     MAX_JITTER,
     MAX_NOTE,
+    AlertRules,
     Execution,
     Job,
     Overlap,
@@ -175,6 +178,61 @@ class PolicyIn(BaseModel):
         return Policy(catchup_window=self.catchup_window, overlap=self.overlap, max_jitter=self.max_jitter)
 
 
+class AlertsIn(BaseModel):
+    """When the job's alerts are raised, and where they go beside the event bus; a rule left out is not
+    checked, and ``{}`` is no alerts."""
+
+    model_config = _STRICT
+    late_after: StrictFloat | None = Field(
+        None, ge=1.0, le=MAX_ALERT_SECONDS, description="seconds after a fire was due with no start: raised"
+    )
+    no_success_for: StrictFloat | None = Field(
+        None, ge=1.0, le=MAX_ALERT_SECONDS, description="seconds with no successful run: raised"
+    )
+    failures_in_a_row: WholeNumber | None = Field(
+        None, ge=1, le=MAX_FAILURES_IN_A_ROW, description="this many runs failed in a row: raised"
+    )
+    webhook: StrictStr | None = Field(
+        None, max_length=2000, pattern=r"^https?://\S+$", description="POST each alert here (default: the deployment's)"
+    )
+    email: StrictStr | None = Field(
+        None,
+        max_length=320,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description="mail each alert here (default: the deployment's)",
+    )
+
+    def to_domain(self) -> AlertRules | None:
+        return AlertRules.from_dict(self.model_dump(exclude_none=True))
+
+
+class AlertOut(BaseModel):
+    job_id: str
+    job_name: str
+    condition: Literal["late", "no_success", "failures_in_a_row"]
+    raised_at: datetime
+    detail: str
+
+    @staticmethod
+    def all_of(job: Job) -> list[AlertOut]:
+        return [
+            AlertOut.model_validate(
+                {
+                    "job_id": job.id,
+                    "job_name": job.name,
+                    "condition": c,
+                    "raised_at": a["raised_at"],
+                    "detail": a["detail"],
+                }
+            )
+            for c, a in sorted(job.open_alerts.items())
+        ]
+
+
+class AlertPage(BaseModel):
+    items: list[AlertOut] = Field(description="every alert raised and not cleared, by job")
+
+
 class JobCreate(BaseModel):
     model_config = _STRICT
     name: Name
@@ -187,6 +245,7 @@ class JobCreate(BaseModel):
     max_retries: WholeNumber = Field(0, ge=0, le=25)
     enabled: StrictBool = True
     policy: PolicyIn = Field(default_factory=lambda: PolicyIn.model_validate({}))
+    alerts: AlertsIn | None = None
 
 
 def _optional_fields(schema: dict[str, Any]) -> None:
@@ -212,6 +271,7 @@ class JobPatch(BaseModel):
     max_retries: WholeNumber | None = Field(None, ge=0, le=25)
     enabled: StrictBool | None = None
     policy: PolicyIn | None = Field(None, description="the whole policy: a field left out is reset")
+    alerts: AlertsIn | None = Field(None, description="the whole set of alert rules: a rule left out is dropped")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -227,6 +287,8 @@ class JobPatch(BaseModel):
             fields["schedule"] = self.schedule.to_domain()
         if self.policy is not None:
             fields["policy"] = self.policy.to_domain()
+        if self.alerts is not None:
+            fields["alerts"] = self.alerts.to_domain()
         return fields
 
 
@@ -257,6 +319,8 @@ class JobOut(BaseModel):
     )
     policy: dict[str, Any]
     hold: HoldOut | None = Field(description="a user's pause or skip in force: what it holds back, until when")
+    alerts: dict[str, Any] | None = Field(description="the job's alert rules; null: none")
+    open_alerts: list[AlertOut] = Field(description="its alerts raised and not cleared")
     version: int
     created_at: datetime
     updated_at: datetime
@@ -283,6 +347,8 @@ class JobOut(BaseModel):
             "disabled_reason": job.disabled_reason,
             "policy": job.policy.to_dict(),
             "hold": None if (hold := job.active_hold) is None else hold.to_dict(),
+            "alerts": None if job.alerts is None else job.alerts.to_dict(),
+            "open_alerts": AlertOut.all_of(job),
             "version": job.version,
             "created_at": job.created_at,
             "updated_at": job.updated_at,

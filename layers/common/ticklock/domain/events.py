@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,14 @@ class ExecutionEvent:
     reason: str | None = None  # a fire that did not run: why (a ledger reason), how many slots, the last
     count: int | None = None
     last_fire_time: datetime | None = None
+    alert: Mapping[str, Any] | None = None  # an alert raised or cleared: its document
+
+    @staticmethod
+    def alert_of(
+        detail_type: str, job_id: str, job_name: str, document: Mapping[str, Any], at: datetime
+    ) -> ExecutionEvent:
+        """An alert raised or cleared (``job.alert.raised`` / ``.cleared``): ``document`` is its detail."""
+        return ExecutionEvent(detail_type, job_id, job_name, "", "", at, 0, at, "alert", alert=document)
 
     @staticmethod
     def not_run(entry: LedgerEntry, job_name: str, handler: str) -> ExecutionEvent:
@@ -107,6 +116,8 @@ class ExecutionEvent:
         )
 
     def detail(self) -> dict[str, Any]:
+        if self.alert is not None:
+            return dict(self.alert)
         return {
             "job_id": self.job_id,
             "job_name": self.job_name,

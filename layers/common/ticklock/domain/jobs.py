@@ -140,6 +140,83 @@ def _seconds(value: Any, where: str, alternative: str) -> float:
     return float(value)
 
 
+MAX_ALERT_SECONDS = 366 * 86400.0
+MAX_FAILURES_IN_A_ROW = 1000
+
+
+class Condition(enum.StrEnum):
+    """What an alert says about a job."""
+
+    LATE = "late"  # a fire did not start within ``late_after`` seconds of when it was due
+    NO_SUCCESS = "no_success"  # no run succeeded for ``no_success_for`` seconds
+    FAILURES = "failures_in_a_row"  # the last ``failures_in_a_row`` runs all failed
+
+
+ALERT_FIELDS = ("late_after", "no_success_for", "failures_in_a_row", "webhook", "email")
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """When a job's alerts are raised, and where they go beside the event bus (a webhook, an email
+    address; either defaults to the deployment's, ``TICKLOCK_ALERTS_WEBHOOK`` / ``TICKLOCK_ALERTS_EMAIL``).
+    A rule left out (None) is not checked."""
+
+    late_after: float | None = None
+    no_success_for: float | None = None
+    failures_in_a_row: int | None = None
+    webhook: str | None = None
+    email: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("late_after", "no_success_for"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            seconds = _seconds(value, f"alerts.{name}", "or null")
+            if not 1.0 <= seconds <= MAX_ALERT_SECONDS:
+                raise InvalidJob(
+                    f"must be from 1 to {MAX_ALERT_SECONDS:g} seconds, got {seconds:g}", field=f"alerts.{name}"
+                )
+            object.__setattr__(self, name, seconds)
+        count = self.failures_in_a_row
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_FAILURES_IN_A_ROW
+        ):
+            raise InvalidJob(
+                f"must be a whole number from 1 to {MAX_FAILURES_IN_A_ROW}", field="alerts.failures_in_a_row"
+            )
+        url = self.webhook
+        if url is not None and (
+            not isinstance(url, str) or len(url) > 2000 or not url.startswith(("http://", "https://"))
+        ):
+            raise InvalidJob("must be an http(s) URL of at most 2,000 characters", field="alerts.webhook")
+        address = self.email
+        if address is not None and (
+            not isinstance(address, str)
+            or len(address) > 320
+            or "@" not in address
+            or any(c in address for c in "\r\n")
+        ):
+            raise InvalidJob("must be an email address", field="alerts.email")
+
+    @property
+    def checked(self) -> bool:
+        return any(v is not None for v in (self.late_after, self.no_success_for, self.failures_in_a_row))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in ALERT_FIELDS}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any] | None) -> AlertRules | None:
+        """Given or stored rules; None (or {}) is no alerts. Unknown keys are refused."""
+        if not data:
+            return None
+        unknown = set(data) - set(ALERT_FIELDS)
+        if unknown:
+            raise InvalidJob(f"unknown alerts field {sorted(unknown)[0]!r}", field="alerts")
+        return AlertRules(**{name: data.get(name) for name in ALERT_FIELDS})
+
+
 MAX_NOTE = 500  # characters of a pause's or a skip's note
 
 
@@ -229,6 +306,10 @@ class Job:
     disabled_reason: str | None = None  # why ticklock (not a user) disabled it; cleared when it is enabled again
     policy: Policy = field(default_factory=Policy)
     hold: Hold | None = None  # kept after it ends (``active_hold`` says whether it still holds)
+    alerts: AlertRules | None = None
+    # the alerts raised and not cleared: condition -> {"raised_at", "detail"}; written only by
+    # ``Store.set_open_alerts`` (a compare-and-set of its own, which leaves the version alone)
+    open_alerts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def active_hold(self) -> Hold | None:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.clock import Clock
+from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
@@ -109,6 +110,7 @@ class TaskRunner:
         owner: str,
         lock_failure: LockFailure = LockFailure.SKIP,
         max_resumes: int = MAX_RESUMES,
+        alerts: Alerts | None = None,
     ) -> None:
         self.store = store
         self.locker = locker
@@ -120,6 +122,7 @@ class TaskRunner:
         self.owner = owner
         self.lock_failure = lock_failure
         self.max_resumes = max_resumes
+        self.alerts = alerts
         self.shutdown = threading.Event()
 
     def run(self, fire: Fire) -> Outcome:
@@ -228,6 +231,8 @@ class TaskRunner:
         )
         self._safely("metrics.failed", fields, self.metrics.fire_started, handler.name, execution.lag)
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.started(execution, job.name, now))
+        if self.alerts is not None and job.open_alerts:
+            self._safely("alert.failed", fields, self.alerts.started, job)
         return execution
 
     def _resume(
@@ -424,6 +429,8 @@ class TaskRunner:
             outcome.attempts,
         )
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
+        if self.alerts is not None and (fire.job.alerts is not None or fire.job.open_alerts):
+            self._safely("alert.failed", fields, self.alerts.finished, fire.job, done)
         if advanced and stop is not None:
             self._disabled(fire, stop, done)
         return done

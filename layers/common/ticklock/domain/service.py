@@ -19,7 +19,7 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
-from ticklock.domain.jobs import MAX_NOTE, Execution, Hold, HoldKind, Job, Policy
+from ticklock.domain.jobs import MAX_NOTE, AlertRules, Execution, Hold, HoldKind, Job, Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, hold_reason, slots_between
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
@@ -109,6 +109,7 @@ class JobSpec:
     max_retries: int = 0
     enabled: bool = True
     policy: Policy = field(default_factory=Policy)
+    alerts: AlertRules | None = None
 
 
 log = logging.getLogger("ticklock.service")
@@ -144,6 +145,7 @@ class JobService:
             created_at=now,
             updated_at=now,
             policy=spec.policy,
+            alerts=spec.alerts,
         )
         return self.store.add_job(job)
 

@@ -188,6 +188,8 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
         return loop.run(budget=max(0.0, remaining - TICK_MARGIN)).as_dict()
     finally:
         chores.join(timeout=1.0)
+        if box.runner.alerts is not None:
+            box.runner.alerts.flush(2.0)
         box.metrics.flush()
 
 
@@ -243,6 +245,8 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
         )
     finally:
         box.publisher.flush(2.0)
+        if box.runner.alerts is not None:
+            box.runner.alerts.flush(2.0)
         box.metrics.flush()
 
 

@@ -121,6 +121,8 @@ class LocalService:
         self.invoker.close()
         self.app.close()
         self.publisher.flush(5.0)
+        if self.runner.alerts is not None:
+            self.runner.alerts.flush(5.0)
         # the last counts reach the Pushgateway; the group is left for scrapers and deleted once stale
         self.metrics.flush()
         self.store.close()

@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from ticklock.adapters.email import sender_from
 from ticklock.adapters.events.basic import LogPublisher, NoPublisher
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+from ticklock.adapters.webhook import webhook_from
 from ticklock.clock import Clock
+from ticklock.domain.alerts import Alerts, Destinations, Outbox
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import Invoker
@@ -74,6 +77,13 @@ def build_runner(
     """The five steps, with an invoker that reports abandoned handler threads to the metrics."""
     invoker = Invoker()
     invoker.on_abandoned = metrics.abandoned.set
+    alerts = Alerts(
+        store=store,
+        publisher=publisher,
+        clock=clock,
+        outbox=Outbox(webhook_from(settings), sender_from(settings)),
+        defaults=Destinations(webhook=settings.alerts_webhook or None, email=settings.alerts_email),
+    )
     return TaskRunner(
         store=store,
         locker=locker,
@@ -85,6 +95,7 @@ def build_runner(
         owner=owner,
         lock_failure=LockFailure(settings.lock_failure),
         max_resumes=settings.max_resumes,
+        alerts=alerts,
     )
 
 
@@ -129,13 +140,19 @@ log = logging.getLogger("ticklock.housekeeping")
 
 
 def housekeep(settings: Settings, store: Store, clock: Clock, runner: TaskRunner) -> None:
-    """Once a minute: finalise the allow_all fires whose runner vanished (``TaskRunner.lose_orphans``),
+    """Once a minute: judge the jobs' dead-man alerts (``Alerts.check``), finalise the allow_all fires
+    whose runner vanished (``TaskRunner.lose_orphans``),
     prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no process has pushed
     for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried again next time."""
     try:
         runner.lose_orphans()
     except Exception as exc:  # noqa: BLE001 - fails soft like the rest
         log.warning("executions.orphans_failed", extra={"error": str(exc)})
+    if runner.alerts is not None:
+        try:
+            runner.alerts.check()
+        except Exception as exc:  # noqa: BLE001 - fails soft like the rest
+            log.warning("alerts.check_failed", extra={"error": str(exc)})
     try:
         gone = store.prune_executions(
             older_than=clock.now() - timedelta(days=settings.retention_days), keep_per_job=settings.retention_per_job

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
 from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
+from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.mongo.client import Doc
 from ticklock.adapters.store.mongo.connection import Connection
 from ticklock.adapters.store.mongo.documents import (
     definition_doc,
     job_doc,
     job_from_doc,
+    ms,
     ms_or_none,
 )
 from ticklock.domain.jobs import Job
@@ -43,9 +49,17 @@ class Jobs(Connection):
         return None if doc is None else job_from_doc(doc)
 
     def list_jobs(
-        self, *, handler: str | None = None, enabled: bool | None = None, limit: int = 50, after: str | None = None
+        self,
+        *,
+        handler: str | None = None,
+        enabled: bool | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        alerting: bool = False,
     ) -> list[Job]:
         query: Doc = {}
+        if alerting:
+            query["$or"] = [{"alerts": {"$ne": None}}, {"open_alerts": {"$ne": None}}]
         if handler is not None:
             query["handler"] = handler
         if enabled is not None:
@@ -55,12 +69,33 @@ class Jobs(Connection):
         docs = self._call(lambda: list(self.jobs.find(query).sort("_id", ASCENDING).limit(limit)))
         return [job_from_doc(d) for d in docs]
 
+    def set_open_alerts(self, job_id: str, *, expected: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        # A conditional update alone is not exclusive on FerretDB 1.24 (see the package's docstring): as a
+        # claim does, the winner of each state is the one whose mark ``<job>:alerts:<alerts_seq>`` inserts.
+        def change() -> bool:
+            doc = self.jobs.find_one({"_id": job_id}, {"open_alerts": 1, "alerts_seq": 1})
+            if doc is None or doc.get("open_alerts") != open_alerts_text(expected):
+                return False
+            seq = doc.get("alerts_seq", 0)
+            try:
+                self.claims.insert_one({"_id": f"{job_id}:alerts:{seq}", "at": ms(datetime.now(UTC))})
+            except DuplicateKeyError:
+                return False
+            self.jobs.update_one(
+                {"_id": job_id, "alerts_seq": doc.get("alerts_seq")},
+                {"$set": {"open_alerts": open_alerts_text(new)}, "$inc": {"alerts_seq": 1}},
+            )
+            return True
+
+        return self._call(change)
+
     def update_job(self, job: Job, *, expected_version: int) -> Job:
         def write() -> Job:
             current = self.jobs.find_one({"_id": job.id})
             if current is None:
                 raise JobNotFound(job.id)
-            stored = job.with_changes(version=expected_version + 1, lease=job_from_doc(current).lease)
+            held = job_from_doc(current)
+            stored = job.with_changes(version=expected_version + 1, lease=held.lease, open_alerts=held.open_alerts)
             fields = definition_doc(stored)
             fields["due_at"] = ms_or_none(stored.due_at(stored.updated_at))
             # seq too: a claim between our read and this write moves seq, not version, and its lease must

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
+from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
@@ -44,10 +46,18 @@ class Jobs(Connection):
         return None if row is None else job_from_row(row)
 
     def list_jobs(
-        self, *, handler: str | None = None, enabled: bool | None = None, limit: int = 50, after: str | None = None
+        self,
+        *,
+        handler: str | None = None,
+        enabled: bool | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        alerting: bool = False,
     ) -> list[Job]:
         clauses: list[str] = ["1=1"]
         args: list[Any] = []
+        if alerting:
+            clauses.append("(alerts IS NOT NULL OR open_alerts IS NOT NULL)")  # the partial index jobs_alerting
         if handler is not None:
             clauses.append("handler = ?")
             args.append(handler)
@@ -73,7 +83,9 @@ class Jobs(Connection):
                         f"job {job.id} changed meanwhile (version {current.version}, "
                         f"expected {expected_version}); fetch it and try again"
                     )
-                stored = job.with_changes(version=expected_version + 1, lease=current.lease)
+                stored = job.with_changes(
+                    version=expected_version + 1, lease=current.lease, open_alerts=current.open_alerts
+                )
                 values = job_values(stored, stored.updated_at)
                 conn.execute(
                     f"UPDATE jobs SET {', '.join(f'{c}=?' for c in DEFINITION_COLUMNS)} WHERE id=?",
@@ -82,6 +94,14 @@ class Jobs(Connection):
         except sqlite3.IntegrityError as exc:
             raise DuplicateJobName(job.name) from exc
         return stored
+
+    def set_open_alerts(self, job_id: str, *, expected: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        with self._tx() as conn:
+            changed = conn.execute(
+                "UPDATE jobs SET open_alerts = ? WHERE id = ? AND open_alerts IS ?",
+                (open_alerts_text(new), job_id, open_alerts_text(expected)),
+            ).rowcount
+        return bool(changed)
 
     def delete_job(self, job_id: str) -> None:
         with self._tx() as conn:

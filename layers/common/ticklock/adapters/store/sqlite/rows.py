@@ -18,7 +18,7 @@ from ticklock.adapters.records import (
     job_record,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
-from ticklock.domain.jobs import Execution, Hold, Job, Policy
+from ticklock.domain.jobs import AlertRules, Execution, Hold, Job, Policy
 from ticklock.domain.schedules import Schedule, schedule_from_dict
 
 
@@ -57,6 +57,7 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
     values["enabled"] = int(job.enabled)
     values["policy"] = json.dumps(values["policy"])
     values["hold"] = None if job.hold is None else json.dumps(values["hold"])
+    values["alerts"] = None if job.alerts is None else json.dumps(values["alerts"])
     values["due_at"] = us(job.due_at(now))
     return values
 
@@ -75,8 +76,18 @@ def schedule_from_text(text: str) -> Schedule:
 def job_from_row(row: tuple[Any, ...]) -> Job:
     record = dict(zip(JOB_COLUMN_NAMES, row, strict=True))
     return job_from_record(
-        record, MICROS, schedule=schedule_from_text, payload=json.loads, policy=policy_from_text, hold=hold_from_text
+        record,
+        MICROS,
+        schedule=schedule_from_text,
+        payload=json.loads,
+        policy=policy_from_text,
+        hold=hold_from_text,
+        alerts=alerts_from_text,
     )
+
+
+def alerts_from_text(text: str | None) -> AlertRules | None:
+    return AlertRules.from_dict(json.loads(text)) if text else None
 
 
 def hold_from_text(text: str | None) -> Hold | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
-# 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold
+# 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold,
+# .alerts and .open_alerts
 SCHEMA_VERSION = 4
 SCHEMA = [
     """
@@ -28,10 +29,13 @@ SCHEMA = [
         updated_at INTEGER NOT NULL,
         disabled_reason TEXT,
         policy TEXT,
-        hold TEXT
+        hold TEXT,
+        alerts TEXT,
+        open_alerts TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_alerting ON jobs (id) WHERE alerts IS NOT NULL OR open_alerts IS NOT NULL",
     """
     CREATE TABLE IF NOT EXISTS executions (
         id TEXT PRIMARY KEY,
@@ -84,10 +88,13 @@ ADDED_COLUMNS = [
     ("executions", "jitter", "REAL NOT NULL DEFAULT 0"),  # 4
     ("executions", "detached", "INTEGER NOT NULL DEFAULT 0"),  # 4
     ("jobs", "hold", "TEXT"),  # 4
+    ("jobs", "alerts", "TEXT"),  # 4
+    ("jobs", "open_alerts", "TEXT"),  # 4
 ]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
-    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold"
+    "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold, "
+    "alerts, open_alerts"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

@@ -1,0 +1,278 @@
+"""Missed-run and failure alerts: a dead-man's switch, built in.
+
+A job may carry ``AlertRules``: ``late_after`` (a fire has not started that long after it was due),
+``no_success_for`` (no run has succeeded for that long) and ``failures_in_a_row``. A condition that
+holds raises an alert once, and clears it once when it stops holding:
+
+* the state is the job's ``open_alerts``, changed only by ``Store.set_open_alerts``, a compare-and-set:
+  of any number of replicas raising (or clearing) one alert at once, exactly one wins, and only the
+  winner tells anyone;
+* ``failures_in_a_row`` is judged when a run ends (``finished``); a success clears every alert of the
+  job. ``late`` is cleared when the late fire starts (``started``);
+* the dead-man conditions (``late``, ``no_success``) are judged by ``check``, once a minute on the
+  housekeeping of ``ticklock serve`` and of the Lambda tick, whether anything runs or not. A paused job
+  is neither late nor failing: its alerts clear.
+
+Each change goes to the event bus (``job.alert.raised`` / ``job.alert.cleared``), to the job's webhook
+(a signed JSON POST, through the ``WebhookSender`` port) and to its email address (the ``EmailSender``
+port), either defaulting to the deployment's. Deliveries are retried in the background (``Outbox``:
+after 1, 2, 4, 8 and 16 s), and ``flush`` waits for them at the end of a Lambda invocation or a shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ticklock.clock import Clock
+from ticklock.domain.events import ExecutionEvent
+from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger, fire_key
+from ticklock.errors import JobNotFound, TicklockError
+from ticklock.ports import EmailSender, Publisher, Store, WebhookSender
+
+log = logging.getLogger("ticklock.alerts")
+RETRY_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between tries of one delivery
+CAS_TRIES = 5
+PAGE = 500  # jobs one check reads at a time
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert of one job, raised or cleared."""
+
+    job_id: str
+    job_name: str
+    condition: Condition
+    raised_at: datetime
+    detail: str
+    cleared_at: datetime | None = None
+
+    @property
+    def kind(self) -> str:
+        return "job.alert.cleared" if self.cleared_at else "job.alert.raised"
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "job_id": self.job_id,
+            "job_name": self.job_name,
+            "condition": self.condition.value,
+            "raised_at": self.raised_at.isoformat(),
+            "cleared_at": self.cleared_at.isoformat() if self.cleared_at else None,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Destinations:
+    """The deployment's defaults for a job that names no webhook or address of its own."""
+
+    webhook: str | None = None
+    email: str | None = None
+
+
+class Outbox:
+    """Webhook calls and emails, each tried until it is taken (RETRY_WAITS), on a thread of its own with
+    its own event loop, so that no run and no tick waits on a receiver."""
+
+    def __init__(self, webhook: WebhookSender | None, email: EmailSender | None) -> None:
+        self.webhook = webhook
+        self.email = email
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ticklock-alerts", daemon=True)
+        self._thread.start()
+        self._pending = 0
+        self._idle = threading.Condition()
+
+    def post(self, url: str, document: Mapping[str, Any]) -> None:
+        if self.webhook is not None:
+            sender = self.webhook
+            self._submit(f"webhook {url.split('?')[0]}", lambda: sender.post(url, document))
+
+    def mail(self, to: str, subject: str, body: str) -> None:
+        if self.email is not None:
+            sender = self.email
+            self._submit(f"email to {to}", lambda: sender.send(to, subject, body))
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every delivery to be made or given up; True if none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def _submit(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+        with self._idle:
+            self._pending += 1
+        asyncio.run_coroutine_threadsafe(self._deliver(what, deliver), self._loop)
+
+    async def _deliver(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+        try:
+            for attempt, wait in enumerate((*RETRY_WAITS, None), start=1):
+                try:
+                    await deliver()
+                    return
+                except Exception as exc:  # noqa: BLE001 - a receiver may fail any way: try again, then give up
+                    if wait is None or isinstance(exc, ValueError):  # ValueError: it never can be delivered
+                        log.error("alert.delivery_failed", extra={"to": what, "attempts": attempt, "error": str(exc)})
+                        return
+                    log.warning("alert.delivery_retry", extra={"to": what, "error": str(exc), "wait": wait})
+                    await asyncio.sleep(wait)
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+
+_FAILED = frozenset(s for s in ExecutionStatus if s.final and s is not ExecutionStatus.SUCCESS)
+
+
+class Alerts:
+    """Judges a job's alert rules and raises or clears its alerts once, whatever the replicas."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        publisher: Publisher,
+        clock: Clock,
+        outbox: Outbox | None = None,
+        defaults: Destinations | None = None,
+    ) -> None:
+        self.store = store
+        self.publisher = publisher
+        self.clock = clock
+        self.outbox = outbox
+        self.defaults = defaults or Destinations()
+
+    # -- from the lifecycle --------------------------------------------------------------------------
+    def started(self, job: Job) -> None:
+        """A fire of ``job`` started: it is no longer late."""
+        if Condition.LATE in job.open_alerts:
+            self._change(job, Condition.LATE, None)
+
+    def finished(self, job: Job, execution: Execution) -> None:
+        """A run of ``job`` ended: a success clears its alerts; a failure may make ``failures_in_a_row``."""
+        rules = job.alerts
+        if execution.status is ExecutionStatus.SUCCESS:
+            for condition in list(job.open_alerts):
+                self._change(job, Condition(condition), None)
+            return
+        if rules is None or rules.failures_in_a_row is None or execution.status not in _FAILED:
+            return
+        count = rules.failures_in_a_row
+        recent = self.store.list_executions(job.id, limit=count)
+        if len(recent) == count and all(e.status in _FAILED for e in recent):
+            detail = f"the last {count} runs failed; the last: {execution.status.value}: {execution.error or '-'}"
+            self._change(job, Condition.FAILURES, detail)
+
+    # -- from housekeeping ---------------------------------------------------------------------------
+    def check(self) -> int:
+        """Judge the dead-man conditions of every job with alert rules (or alerts raised); returns how many
+        alerts it raised or cleared."""
+        changed = 0
+        after: str | None = None
+        while True:
+            page = self.store.list_jobs(alerting=True, limit=PAGE, after=after)
+            for job in page:
+                try:
+                    changed += self._judge(job)
+                except TicklockError as exc:
+                    log.warning("alert.check_failed", extra={"job_id": job.id, "error": exc.message})
+            if len(page) < PAGE:
+                return changed
+            after = page[-1].id
+
+    def _judge(self, job: Job) -> int:
+        now = self.clock.now()
+        rules = job.alerts
+        wanted: dict[Condition, str | None] = {c: None for c in Condition if c.value in job.open_alerts}
+        if rules is not None and job.enabled:
+            if rules.late_after is not None:
+                wanted[Condition.LATE] = self._late(job, rules.late_after, now)
+            if rules.no_success_for is not None:
+                wanted[Condition.NO_SUCCESS] = self._no_success(job, rules.no_success_for, now)
+            if rules.failures_in_a_row is not None and Condition.FAILURES.value in job.open_alerts:
+                wanted.pop(Condition.FAILURES)  # judged when a run ends, not here
+        return sum(self._change(job, condition, detail) for condition, detail in wanted.items())
+
+    def _late(self, job: Job, late_after: float, now: datetime) -> str | None:
+        slot = job.next_run_at
+        due = job.jittered(slot)
+        if slot is None or due is None or (now - due).total_seconds() <= late_after:
+            return None
+        if self.store.execution_for(fire_key(job.id, Trigger.SCHEDULE, slot)) is not None:
+            return None  # it started
+        return f"the fire due at {due.isoformat()} has not started after {late_after:g} s"
+
+    def _no_success(self, job: Job, seconds: float, now: datetime) -> str | None:
+        since = now - timedelta(seconds=seconds)
+        if job.created_at > since:
+            return None  # too new to have missed anything
+        found = self.store.executions_between(job.id, start=since, end=now, limit=1, statuses=["success"])
+        return None if found else f"no run has succeeded for {seconds:g} s"
+
+    # -- raising and clearing, once ------------------------------------------------------------------
+    def _change(self, job: Job, condition: Condition, detail: str | None) -> bool:
+        """Raise (``detail`` given) or clear (None) ``condition`` on the job, unless it already is so; the
+        one caller whose compare-and-set applies delivers the news. Returns whether it changed it."""
+        current = job
+        for _ in range(CAS_TRIES):
+            alerts = dict(current.open_alerts)
+            now = self.clock.now()
+            if detail is not None:
+                if condition.value in alerts:
+                    return False
+                alerts[condition.value] = {"raised_at": now.isoformat(), "detail": detail}
+            else:
+                if condition.value not in alerts:
+                    return False
+                raised = alerts.pop(condition.value)
+            if self.store.set_open_alerts(current.id, expected=current.open_alerts, new=alerts):
+                if detail is not None:
+                    self._tell(Alert(job.id, job.name, condition, now, detail), current)
+                else:
+                    at = datetime.fromisoformat(raised["raised_at"])
+                    alert = Alert(job.id, job.name, condition, at, raised.get("detail", ""), cleared_at=now)
+                    self._tell(alert, current)
+                return True
+            try:
+                current = self.store.get_job(job.id)  # somebody else changed them first: look again
+            except JobNotFound:
+                return False
+        return False
+
+    def _tell(self, alert: Alert, job: Job) -> None:
+        fields = {"job_id": alert.job_id, "condition": alert.condition.value}
+        level = logging.INFO if alert.cleared_at else logging.WARNING
+        log.log(level, alert.kind.removeprefix("job."), extra={**fields, "detail": alert.detail})
+        try:
+            event = ExecutionEvent.alert_of(
+                alert.kind, alert.job_id, alert.job_name, alert.document(), self.clock.now()
+            )
+            self.publisher.publish(event)
+        except Exception as exc:  # noqa: BLE001 - the bus fails soft
+            log.warning("publish.failed", extra={**fields, "error": str(exc)})
+        if self.outbox is None:
+            return
+        rules = job.alerts
+        webhook = (rules.webhook if rules else None) or self.defaults.webhook
+        email = (rules.email if rules else None) or self.defaults.email
+        if webhook:
+            self.outbox.post(webhook, alert.document())
+        if email:
+            what = "cleared" if alert.cleared_at else "raised"
+            subject = f"ticklock: {alert.job_name}: {alert.condition.value} {what}"
+            body = "\n".join(f"{k}: {v}" for k, v in alert.document().items() if v is not None) + "\n"
+            self.outbox.mail(email, subject, body)
+
+    def flush(self, timeout: float) -> None:
+        if self.outbox is not None and not self.outbox.flush(timeout):
+            log.warning("alert.deliveries_left", extra={"timeout": timeout})

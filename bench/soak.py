@@ -17,6 +17,7 @@ what became of each job's every slot in the window, and prints, per overlap poli
 * **expected**: the schedule's slots in the window (the schedule alone says how many);
 * **ran / skipped / missed** and **other** (a slot with no record: ``unaccounted``, ``due``, ...), with
   the reasons; ``ran + skipped + missed = expected`` is the check;
+* slots recorded twice, which that check cannot see (two entries over one slot, an entry over a run);
 * the ledger's entries, and its bytes on disk per job per day (SQLite's ``dbstat``: the table and its
   indexes), beside the executions' for scale.
 """
@@ -201,6 +202,16 @@ def report(db: Path, jobs: list[Job], start: float, end: float, *, kept: float) 
     try:
         ledger_rows = conn.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
         exec_rows = conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0]
+        # what account() cannot show (it keeps one fate per slot): two entries over one slot, an entry
+        # over a slot that ran
+        overlapping = conn.execute(
+            "SELECT COUNT(*) FROM ledger a JOIN ledger b ON a.job_id = b.job_id AND a.id < b.id "
+            "AND a.trigger = b.trigger AND a.first_at <= b.last_at AND b.first_at <= a.last_at"
+        ).fetchone()[0]
+        over_runs = conn.execute(
+            "SELECT COUNT(*) FROM executions e JOIN ledger l ON e.job_id = l.job_id AND e.trigger = l.trigger "
+            "AND e.scheduled_at BETWEEN l.first_at AND l.last_at"
+        ).fetchone()[0]
     finally:
         conn.close()
     days = kept / 86400
@@ -224,14 +235,15 @@ def report(db: Path, jobs: list[Job], start: float, end: float, *, kept: float) 
         f"| **all** | {total['jobs']:,} | {total['expected']:,} | {total['ran']:,} | {total['skipped']:,} | "
         f"{total['missed']:,} | {total['other']:,} | {'yes' if counted == total['expected'] else 'NO'} | |"
     )
+    print(f"\nTwo entries over one slot: {overlapping}; an entry over a slot that ran: {over_runs}.")
     print("\n| kept | rows | bytes on disk (table + indexes) | per job per day |")
     print("|---|---|---|---|")
     for name, rows in (("ledger", ledger_rows), ("executions", exec_rows)):
         size = on_disk.get(name)
         per = "-" if size is None else f"{size / len(jobs) / days / 1024:,.1f} KiB"
         print(f"| {name} | {rows:,} | {'-' if size is None else f'{size:,}'} | {per} |")
-    if counted != total["expected"]:
-        raise SystemExit("soak: the ledger did not account for every expected slot")
+    if counted != total["expected"] or overlapping or over_runs:
+        raise SystemExit("soak: the ledger did not account for every expected slot exactly once")
 
 
 if __name__ == "__main__":

@@ -91,17 +91,29 @@ def engine(store: Store) -> Iterator[Engine]:
     box.invoker.close()
 
 
+OUTBOXES: list[Outbox] = []
+
+
+@pytest.fixture(autouse=True)
+def _closed() -> Iterator[None]:
+    yield
+    while OUTBOXES:
+        OUTBOXES.pop().close()
+
+
 def alerts_for(engine: Engine, receivers: Receivers, store: Store | None = None, publisher: Any = None) -> Alerts:
     outbox = Outbox(
         HttpWebhook(secret=SECRET), SMTPSender.from_url(f"smtp://127.0.0.1:{receivers.port}", "alerts@ticklock.test")
     )
-    return Alerts(
+    alerts = Alerts(
         store=store or engine.store,
         publisher=publisher or engine.publisher,
         clock=engine.clock,
         outbox=outbox,
         defaults=Destinations(webhook=receivers.url, email="ops@example.org"),
     )
+    OUTBOXES.append(outbox)
+    return alerts
 
 
 def _with_rules(engine: Engine, job: Job, rules: AlertRules) -> Job:

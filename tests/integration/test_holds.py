@@ -6,6 +6,7 @@ never twice, never overlapping another entry or a run."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -170,3 +171,95 @@ def test_holds_that_cannot_hold_are_refused_and_change_nothing(engine: Engine, s
     with pytest.raises(ConflictError, match="one-shot"):
         service.skip(once.id, 1)
     assert engine.store.get_job(once.id).version == 1 and engine.store.get_job(once.id).hold is None
+
+
+def _no_double(engine: Engine, job: Job) -> None:
+    """No slot in two entries, and no entry over a slot that ran."""
+    entries = sorted(engine.ledger(job), key=lambda e: e[1])
+    for (_, _, last, _), (_, first, _, _) in itertools.pairwise(entries):
+        assert last < first, entries
+    ran = {int((e.scheduled_at - T).total_seconds()) for e in engine.store.list_executions(job.id, limit=500)}
+    assert not [(e, r) for e in entries for r in ran if e[1] <= r <= e[2]], (entries, ran)
+
+
+def test_a_new_schedule_ends_a_hold_none_of_whose_slots_came(engine: Engine, service: JobService) -> None:
+    from ticklock.domain.schedules import CronSchedule
+
+    job = engine.add()
+    engine.clock.advance(-5)
+    service.skip(job.id, 3)
+    changed = service.update(job.id, {"schedule": CronSchedule("*/15 * * * * *")})
+    assert changed.hold is None and changed.active_hold is None and _at(engine, job) == 0
+    for _ in range(3):
+        engine.clock.advance((engine.store.get_job(job.id).next_run_at - engine.clock.now()).total_seconds())  # type: ignore[operator]
+        engine.runner().run(engine.claim())
+    assert engine.ledger(job) == []  # 0, 15 and 30 ran: nothing says they were skipped
+    _no_double(engine, job)
+
+
+def test_a_patch_that_pauses_a_held_job_ends_the_hold_and_leaves_no_gap(engine: Engine, service: JobService) -> None:
+    job = engine.add()
+    engine.clock.advance(-5)
+    service.skip(job.id, 3)  # 0, 10, 20
+    service.update(job.id, {"enabled": False})
+    engine.clock.advance(30)  # T + 25
+    service.resume(job.id)
+    assert _at(engine, job) == 30
+    assert [s for s in _fates(service, job, 25) if s[1] == "unaccounted"] == []
+    assert engine.ledger(job) == [("paused", 0, 20, 3)]
+
+
+def test_a_patch_that_gives_enabled_as_it_is_keeps_the_hold(engine: Engine, service: JobService) -> None:
+    job = engine.add()
+    engine.clock.advance(-5)
+    service.skip(job.id, 2)
+    kept = service.update(job.id, {"enabled": True, "timeout": 5.0})
+    assert kept.active_hold is not None and _at(engine, job) == 20
+
+
+def test_a_run_that_ends_where_a_hold_resumes_does_not_record_the_holds_slots_twice(
+    engine: Engine, service: JobService
+) -> None:
+    job = engine.add("long")  # runs 25 s from T
+    fire = engine.claim()
+    engine.clock.advance(5)
+    service.pause(job.id, until=T + timedelta(seconds=25))  # holds 10 and 20; resumes at 30
+    engine.runner().run(fire)  # from T + 5 to T + 30: its own next fire would be 30 or later
+    engine.clock.advance(5)
+    engine.runner().run(engine.claim())  # the fire at 30, from T + 35 to T + 60
+    assert engine.ledger(job) == [("paused", 10, 20, 2), ("overlap_skip", 40, 60, 3)]  # 10, 20: once
+    _no_double(engine, job)
+
+
+def test_a_hold_asked_while_a_trigger_is_claimed_holds_the_scheduled_fire(engine: Engine, service: JobService) -> None:
+    job = engine.add()
+    engine.clock.advance(-5)
+    current = engine.store.get_job(job.id)
+    engine.store.update_job(current.with_changes(trigger_at=T - timedelta(seconds=5)), expected_version=1)
+    claimed = engine.store.claim_due(
+        now=engine.clock.now(), horizon=engine.clock.now(), limit=10, owner="t", slack=timedelta(seconds=60)
+    )
+    assert [j.trigger_at for j in claimed] == [T - timedelta(seconds=5)]  # the trigger's claim, not T's
+    held = service.skip(job.id, 1)
+    assert held.active_hold is not None and held.active_hold.skipped_from == T  # T itself is the one skipped
+    assert _at(engine, job) == 10
+
+
+def test_a_pause_with_a_note_is_gone_once_a_new_schedule_enables_the_job(engine: Engine, service: JobService) -> None:
+    from ticklock.domain.schedules import OnceSchedule
+
+    job = engine.add()
+    service.pause(job.id, note="db migration")
+    once = service.update(job.id, {"schedule": OnceSchedule(T + timedelta(minutes=5))})
+    assert once.enabled and once.hold is None
+    later = service.pause(job.id)
+    assert later.active_hold is not None and later.active_hold.note is None
+
+
+def test_a_pause_until_the_end_of_time_is_refused(engine: Engine, service: JobService) -> None:
+    from datetime import UTC, datetime
+
+    job = engine.add()
+    with pytest.raises(InvalidJob) as raised:
+        service.pause(job.id, until=datetime(9999, 12, 31, 23, 59, tzinfo=UTC))
+    assert raised.value.field == "until"

@@ -27,6 +27,7 @@ from ticklock.domain.jobs import (
     MAX_FAILURES_IN_A_ROW,
     MAX_JITTER,
     MAX_NOTE,
+    MAX_SKIP,
     AlertRules,
     Execution,
     Job,
@@ -44,7 +45,7 @@ from ticklock.domain.schedules import (
     check_new_timezone,
     schedule_to_dict,
 )
-from ticklock.domain.service import MAX_SKIP, MIN_TIMEOUT
+from ticklock.domain.service import MIN_TIMEOUT
 from ticklock.errors import InvalidJob
 
 _STRICT = ConfigDict(extra="forbid")

@@ -83,9 +83,8 @@ class Outbox:
     def __init__(self, webhook: WebhookSender | None, email: EmailSender | None) -> None:
         self.webhook = webhook
         self.email = email
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="ticklock-alerts", daemon=True)
-        self._thread.start()
+        self._loop: asyncio.AbstractEventLoop | None = None  # made on the first delivery
+        self._thread: threading.Thread | None = None
         self._pending = 0
         self._idle = threading.Condition()
 
@@ -105,13 +104,28 @@ class Outbox:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        """Stop the delivery thread (what is still waiting for a retry is dropped, and logged as left)."""
+        with self._idle:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+            left = self._pending
+        if loop is None or thread is None:
+            return
+        if left:
+            log.warning("alert.deliveries_dropped", extra={"count": left})
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
 
     def _submit(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
         with self._idle:
             self._pending += 1
-        asyncio.run_coroutine_threadsafe(self._deliver(what, deliver), self._loop)
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, name="ticklock-alerts", daemon=True)
+                self._thread.start()
+            loop = self._loop
+        asyncio.run_coroutine_threadsafe(self._deliver(what, deliver), loop)
 
     async def _deliver(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -276,3 +290,7 @@ class Alerts:
     def flush(self, timeout: float) -> None:
         if self.outbox is not None and not self.outbox.flush(timeout):
             log.warning("alert.deliveries_left", extra={"timeout": timeout})
+
+    def close(self) -> None:
+        if self.outbox is not None:
+            self.outbox.close()

@@ -218,6 +218,7 @@ class AlertRules:
 
 
 MAX_NOTE = 500  # characters of a pause's or a skip's note
+MAX_SKIP = 1000  # fires one skip holds back at most
 
 
 class HoldKind(enum.StrEnum):
@@ -264,7 +265,8 @@ class Hold:
             return None if value is None else datetime.fromisoformat(value)
 
         since = moment("since")
-        assert since is not None
+        if since is None:
+            raise ValueError(f"a stored hold has no since: {dict(data)!r}")
         return Hold(
             kind=HoldKind(data["kind"]),
             since=since,

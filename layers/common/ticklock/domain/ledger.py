@@ -196,6 +196,18 @@ def _walk(schedule: CronSchedule, after: datetime, inside: Callable[[datetime], 
         at = schedule.next_after(at)
 
 
+def held_entry(
+    job_id: str, schedule: Schedule, reason: Reason, after: datetime, before: datetime, now: datetime
+) -> LedgerEntry | None:
+    """The one entry for the slots strictly between ``after`` and ``before`` that ``reason`` kept from
+    running (a pause, a hold), or None if there are none."""
+    passed = slots_between(schedule, after, before)
+    if passed is None:
+        return None
+    first, last, count, capped = passed
+    return LedgerEntry(job_id, reason, first, last, count, now, capped=capped)
+
+
 def newest_slots(schedule: Schedule, after: datetime, upto: datetime, limit: int) -> list[datetime]:
     """The newest ``limit`` slots of the schedule in (after, upto], oldest first."""
     if upto <= after:

@@ -30,7 +30,7 @@ from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Overlap, Trigger
-from ticklock.domain.ledger import LedgerEntry, Reason, hold_reason, slots_between
+from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
 from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import CronSchedule
@@ -127,8 +127,7 @@ class TaskRunner:
 
     def run(self, fire: Fire) -> Outcome:
         job = fire.job
-        if job.hold is not None and job.hold.resumes_at == fire.scheduled_at and fire.trigger is Trigger.SCHEDULE:
-            self._held(fire, job.hold)
+        self._held_if_reached(fire)
         fields = {
             "job_id": job.id,
             "job_name": job.name,
@@ -278,6 +277,7 @@ class TaskRunner:
     def give_up(self, fire: Fire, error: str) -> None:
         """Record ``fire`` as LOST with ``error`` (unless its execution is already final) and advance its job:
         for a fire that cannot be processed at all (a message about to be dead-lettered)."""
+        self._held_if_reached(fire)  # the hold before it ended all the same
         now = self.clock.now()
         placeholder = Execution(
             id=uuid.uuid4().hex,
@@ -536,25 +536,32 @@ class TaskRunner:
         for reason, (first, last, count, capped) in ranges:
             self._account(fire, LedgerEntry(fire.job.id, reason, first, last, count, now, Trigger.SCHEDULE, capped))
 
+    def _held_if_reached(self, fire: Fire) -> None:
+        hold = fire.job.hold
+        if hold is not None and hold.resumes_at == fire.scheduled_at and fire.trigger is Trigger.SCHEDULE:
+            self._held(fire, hold)
+
     def _held(self, fire: Fire, hold: Hold) -> None:
         """The fire a user's hold moved the job to has come: the slots the hold kept back are one entry
         (``paused`` or ``skip_next``), written once whichever delivery of the fire gets here first."""
         if hold.skipped_from is None:
             return
-        passed = slots_between(fire.job.schedule, hold.skipped_from - _JUST, fire.scheduled_at)
-        if passed is not None:
-            first, last, count, capped = passed
-            now = self.clock.now()
-            self._account(fire, LedgerEntry(fire.job.id, hold_reason(hold), first, last, count, now, capped=capped))
+        after, now = hold.skipped_from - _JUST, self.clock.now()
+        entry = held_entry(fire.job.id, fire.job.schedule, hold_reason(hold), after, fire.scheduled_at, now)
+        if entry is not None:
+            self._account(fire, entry)
 
     def _moved_to(self, fire: Fire, next_run: datetime | None) -> bool:
         """Whether the advance moved the job's schedule to ``next_run``: it keeps the schedule of a job
         edited (paused, changed, triggered) since the claim, whose slots are then not this fire's to
         account for. One read, only when there are slots to account for."""
         try:
-            return self.store.get_job(fire.job.id).next_run_at == next_run
+            stored = self.store.get_job(fire.job.id)
         except TicklockError:
             return False
+        # this advance's own write (its version the claim's plus one), not a hold or an edit that happened
+        # to land on the same next fire
+        return stored.version == fire.job.version + 1 and stored.next_run_at == next_run
 
     def _account(self, fire: Fire, entry: LedgerEntry) -> None:
         """Write a ledger entry once (a replica or a retry that wrote it already leaves it), then count and

@@ -35,7 +35,8 @@ def following(job: Job, slot: datetime, started: datetime | None, now: datetime)
         window = job.policy.catchup_window
         # the window is measured from a fire's jittered time: a slot up to max_jitter older may be within it
         oldest = slot if window is None else max(slot, now - timedelta(seconds=window + jitter, microseconds=1))
-        waiting = newest_slots(schedule, oldest, now, keep)
+        # the newest slots that came due (with jitter, the newest may still wait for its offset)
+        waiting = [s for s in newest_slots(schedule, oldest, now, keep + 1) if (job.jittered(s) or s) <= now][-keep:]
         if waiting:
             return waiting[0]
     # the first slot not yet due: with jitter, a slot already past may still be waiting for its offset

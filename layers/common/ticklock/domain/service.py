@@ -14,13 +14,13 @@ import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
-from ticklock.domain.jobs import MAX_NOTE, AlertRules, Execution, Hold, HoldKind, Job, Policy
-from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, hold_reason, slots_between
+from ticklock.domain.jobs import MAX_NOTE, MAX_SKIP, AlertRules, Execution, Hold, HoldKind, Job, Policy
+from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
 from ticklock.ports import Store
@@ -192,18 +192,18 @@ class JobService:
             merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now))
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
-        resuming = bool(changes.get("enabled")) and not job.enabled
+        toggled = "enabled" in changes and changes["enabled"] != job.enabled
+        resuming = toggled and not job.enabled
         ended = None
-        if "enabled" in changes or schedule_changed:  # a timed hold ends with a pause, a resume or a new schedule
+        if toggled or schedule_changed:  # a hold ends with a pause, a resume or a new schedule
             held, ended = _end_hold(job, now)
-            if ended is not None and not schedule_changed:
-                merged = merged.with_changes(next_run_at=held.next_run_at, hold=None)
-            elif ended is not None:
-                merged = merged.with_changes(hold=None)
+            merged = merged.with_changes(hold=None)
+            if job.active_hold is not None and not schedule_changed:
+                merged = merged.with_changes(next_run_at=held.next_run_at)
         if resuming:
             merged = self._resumed(merged, now)
         stored = self.store.update_job(merged, expected_version=job.version)
-        self._record(ended)
+        self._write(ended)
         if resuming and not schedule_changed:
             self._account_pause(job, stored, now)
         return stored
@@ -218,23 +218,25 @@ class JobService:
         now = self.clock.now()
         if until is not None:
             return self._hold(job, now, HoldKind.PAUSE, note, until=until)
-        if not job.enabled and (note is None or (job.hold is not None and job.hold.note == note)):
+        pause = job.active_hold if not job.enabled else None
+        if not job.enabled and (note is None or (pause is not None and pause.note == note)):
             return job
         _check_hold(note, None)
         held, ended = _end_hold(job, now)
-        since = job.hold.since if not job.enabled and job.hold is not None else now
+        since = pause.since if pause is not None else now
         hold = Hold(HoldKind.PAUSE, since, note, skipped_from=held.next_run_at)
         stored = self.store.update_job(
             held.with_changes(enabled=False, hold=hold, updated_at=now), expected_version=job.version
         )
-        self._record(ended)
+        self._write(ended)
         return stored
 
     def skip(self, job_id: str, count: int, *, note: str | None = None) -> Job:
         """Skip the job's next ``count`` fires (recorded ``skip_next``), with an optional note."""
-        return self._retrying(
-            lambda: self._hold(self.store.get_job(job_id), self.clock.now(), HoldKind.SKIP, note, count=count)
-        )
+        return self._retrying(lambda: self._skip(job_id, count, note))
+
+    def _skip(self, job_id: str, count: int, note: str | None) -> Job:
+        return self._hold(self.store.get_job(job_id), self.clock.now(), HoldKind.SKIP, note, count=count)
 
     def _hold(
         self,
@@ -254,34 +256,43 @@ class JobService:
             raise ConflictError("a one-shot job has one fire: pause it, or delete it")
         if until is not None and until <= now:
             raise InvalidJob(f"must be in the future (now {now.isoformat()})", field="until")
+        if until is not None and until >= LAST_HOLD:
+            raise InvalidJob(f"must be before {LAST_HOLD.isoformat()}", field="until")
         if kind is HoldKind.SKIP and not job.enabled:
-            raise ConflictError("the job is paused: resume it, or pause it until an instant")
+            raise ConflictError("the job is not enabled (paused, or disabled): resume it, or pause it until an instant")
         held, ended = _end_hold(job, now)
         paused = None
         if not held.enabled:  # the pause so far ends here: its slots are recorded as the resume would
             paused = held
-            held = held.with_changes(enabled=True, next_run_at=_first_fire(held.schedule, now))
+            try:
+                first = _first_fire(held.schedule, now)
+            except InvalidJob as exc:
+                raise ConflictError(f"cannot hold it: {exc}") from None
+            held = held.with_changes(enabled=True, next_run_at=first)
         waiting = held.next_run_at
         if waiting is None:
             raise ConflictError("the job has no next fire to hold back")
-        if held.lease is not None and held.lease.until > now and waiting <= now + timedelta(seconds=LOOKAHEAD):
-            waiting = held.schedule.next_after(waiting) or waiting  # that fire is claimed, in flight: it runs
+        if _in_flight(held, waiting, now):
+            waiting = held.schedule.next_after(waiting) or waiting  # that fire is claimed: it runs
         resumes_at = _after_hold(held.schedule, waiting, until=until, count=count)
         if resumes_at is None:
             raise ConflictError("its schedule has no fire after the hold: pause it, or delete it")
+        if resumes_at <= waiting and paused is None and ended is None:
+            return job  # nothing to hold back: the next fire is after ``until`` already
         hold = Hold(kind, now, note, until=until, skipped_from=waiting, resumes_at=resumes_at, count=count or None)
         stored = self.store.update_job(
             held.with_changes(next_run_at=resumes_at, hold=hold, disabled_reason=None, updated_at=now),
             expected_version=job.version,
         )
-        self._record(ended)
+        self._write(ended)
         if paused is not None:
             self._account_pause(paused, held, now)
         return stored
 
-    def _record(self, entry: LedgerEntry | None) -> None:
-        """Write a hold's ledger entry once the change that ended it is stored. Fails soft, as
-        ``_account_pause``: the change stands, and the slots show as unaccounted."""
+    def _write(self, entry: LedgerEntry | None) -> None:
+        """Write a ledger entry once the change that decided it is stored. Fails soft: the change stands,
+        and the slots show as unaccounted. (Written here, it is neither counted in the metrics nor
+        published: the service has neither; the lifecycle's entries are.)"""
         if entry is None:
             return
         try:
@@ -304,7 +315,7 @@ class JobService:
             if ended is None and job.active_hold is None:
                 return job
             stored = self.store.update_job(held.with_changes(hold=None, updated_at=now), expected_version=job.version)
-            self._record(ended)
+            self._write(ended)
             return stored
         resumed = self.store.update_job(
             self._resumed(job.with_changes(updated_at=now, hold=None), now), expected_version=job.version
@@ -321,15 +332,13 @@ class JobService:
             return
         try:
             latest = self.store.list_executions(paused.id, limit=1)
-            after = waiting - timedelta(microseconds=1)
-            if latest and latest[0].scheduled_at >= waiting:
-                after = latest[0].scheduled_at
-            passed = slots_between(paused.schedule, after, resumed.next_run_at or now)
-            if passed is not None:
-                first, final, count, capped = passed
-                self.store.record_fire(LedgerEntry(paused.id, Reason.PAUSED, first, final, count, now, capped=capped))
         except TicklockError as exc:
             log.warning("ledger.record_failed", extra={"job_id": paused.id, "reason": "paused", "error": exc.message})
+            return
+        after = waiting - timedelta(microseconds=1)
+        if latest and latest[0].scheduled_at >= waiting:
+            after = latest[0].scheduled_at
+        self._write(held_entry(paused.id, paused.schedule, Reason.PAUSED, after, resumed.next_run_at or now, now))
 
     def trigger(self, job_id: str) -> Job:
         """Ask for a run now, without moving the schedule. Triggers pending at once merge into one."""
@@ -433,8 +442,14 @@ def _check_jitter(schedule: Schedule, policy: Policy, now: datetime) -> None:
         )
 
 
-MAX_SKIP = 1000  # fires one skip holds back at most
-LOOKAHEAD = 2.0  # seconds ahead of its fire a job may be claimed (the dispatcher's look-ahead and more)
+LAST_HOLD = datetime(9999, 12, 30, tzinfo=UTC)  # a pause ends before this (schedules end there)
+
+
+def _in_flight(job: Job, slot: datetime, now: datetime) -> bool:
+    """Whether the scheduled fire at ``slot`` is claimed right now: it will run, whatever a hold says."""
+    if job.lease is None or job.lease.until <= now:
+        return False
+    return job.trigger_at is None or job.trigger_at > (job.jittered(slot) or slot)  # the claim is not a trigger's
 
 
 def _check_hold(note: str | None, count: int | None) -> None:
@@ -469,11 +484,8 @@ def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
     if hold.resumes_at > now:
         ended = ended.with_changes(next_run_at=_first_fire(job.schedule, now))
     until = min(hold.resumes_at, now + timedelta(microseconds=1))
-    passed = slots_between(job.schedule, hold.skipped_from - timedelta(microseconds=1), until)
-    if passed is None:
-        return ended, None
-    first, last, count, capped = passed
-    return ended, LedgerEntry(job.id, hold_reason(hold), first, last, count, now, capped=capped)
+    after = hold.skipped_from - timedelta(microseconds=1)
+    return ended, held_entry(job.id, job.schedule, hold_reason(hold), after, until, now)
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

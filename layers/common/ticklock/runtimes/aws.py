@@ -81,6 +81,8 @@ class Container:
         """Stop the threads and close the clients (Lambda never calls it: an environment just ends)."""
         self.pool.shutdown(wait=False)
         self.runner.invoker.close()
+        if self.runner.alerts is not None:
+            self.runner.alerts.close()
         self.publisher.flush(1.0)
         self.store.close()
 

@@ -123,6 +123,7 @@ class LocalService:
         self.publisher.flush(5.0)
         if self.runner.alerts is not None:
             self.runner.alerts.flush(5.0)
+            self.runner.alerts.close()
         # the last counts reach the Pushgateway; the group is left for scrapers and deleted once stale
         self.metrics.flush()
         self.store.close()

@@ -62,7 +62,7 @@ class Engine:
         now = self.clock.now()
         jobs = self.store.claim_due(now=now, horizon=now, limit=10, owner="test", slack=timedelta(seconds=120))
         [job] = [j for j in jobs if of is None or j.id == of.id]
-        return Fire.of(job)
+        return Fire.of(job, now)
 
     def ledger(self, job: Job) -> list[tuple[str, int, int, int]]:
         """(reason, first slot, last slot as seconds after T, count), oldest first."""

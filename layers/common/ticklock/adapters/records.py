@@ -15,7 +15,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import AlertRules, Execution, ExecutionStatus, Fire, Hold, Job, Lease, Policy, Trigger
+from ticklock.domain.jobs import (
+    AlertRules,
+    Backfill,
+    Execution,
+    ExecutionStatus,
+    Fire,
+    Hold,
+    Job,
+    Lease,
+    Policy,
+    Trigger,
+)
 from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
@@ -41,6 +52,7 @@ JOB_FIELDS = (
     "hold",
     "alerts",
     "open_alerts",
+    "backfill",
 )
 # what a change to a job's definition writes (PATCH, pause, resume): not its id, creation, lease or the
 # alerts raised (``Store.set_open_alerts`` writes those)
@@ -108,6 +120,7 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "hold": None if job.hold is None else job.hold.to_dict(),
         "alerts": None if job.alerts is None else job.alerts.to_dict(),
         "open_alerts": open_alerts_text(job.open_alerts),
+        "backfill": None if job.backfill is None else job.backfill.to_dict(),
     }
 
 
@@ -130,6 +143,7 @@ def job_from_record(
     policy: Callable[[Any], Policy] = Policy.from_dict,
     hold: Callable[[Any], Hold | None] = Hold.from_dict,
     alerts: Callable[[Any], AlertRules | None] = AlertRules.from_dict,
+    backfill: Callable[[Any], Backfill | None] = Backfill.from_dict,
 ) -> Job:
     """The job a record holds; ``schedule``, ``payload``, ``policy`` and ``hold`` read those fields as the
     record keeps them (a record written before policies or holds has none: the defaults)."""
@@ -154,6 +168,7 @@ def job_from_record(
         hold=hold(record.get("hold")),
         alerts=alerts(record.get("alerts")),
         open_alerts=open_alerts_from(record.get("open_alerts")),
+        backfill=backfill(record.get("backfill")),
     )
 
 

@@ -25,6 +25,9 @@ from ticklock.api.schemas import (
     AlertOut,
     AlertPage,
     AllFiresQuery,
+    BackfillFireOut,
+    BackfillIn,
+    BackfillOut,
     CheckOut,
     ExecutionOut,
     ExecutionPage,
@@ -354,6 +357,23 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         items.sort(key=lambda i: i.first_at, reverse=True)
         return LedgerPage(items=items[: q.limit])
 
+    def backfill_job(call: Call) -> BackfillOut:
+        body: BackfillIn = call.body
+        job, fires = service.backfill(
+            call.params["job_id"],
+            start=parse_instant(body.from_),
+            end=parse_instant(body.to),
+            overlap=body.overlap,
+            dry_run=body.dry_run,
+        )
+        return BackfillOut(
+            job_id=job.id,
+            dry_run=body.dry_run,
+            count=sum(not done for _, done in fires),
+            fires=[BackfillFireOut(at=at, backfilled=done) for at, done in fires],
+            pending=None if job.backfill is None else job.backfill.to_dict(),
+        )
+
     def open_alerts(call: Call) -> AlertPage:
         items: list[AlertOut] = []
         after: str | None = None
@@ -389,6 +409,9 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
               "Schedule a paused or held job again, from now", returns=JobOut, errors=(*NOT_FOUND, *conflict)),
         Route("POST", f"{job}/trigger", trigger_job, "triggerJob", "Run a job now, without moving its schedule",
               status=HTTPStatus.ACCEPTED, returns=JobOut, errors=(*NOT_FOUND, *conflict)),
+        Route("POST", f"{job}/backfill", backfill_job, "backfillJob",
+              "Run the fires of a past window of a job's schedule again, each once", status=HTTPStatus.ACCEPTED,
+              returns=BackfillOut, body=BackfillIn, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
         Route("GET", f"{job}/executions", list_executions, "listExecutions", "A job's executions, newest fire first",
               returns=ExecutionPage, query=ExecutionsQuery, errors=NOT_FOUND),
         Route("GET", f"{job}/upcoming", upcoming_fires, "upcomingFires",

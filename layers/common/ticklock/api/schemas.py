@@ -321,6 +321,7 @@ class JobOut(BaseModel):
     policy: dict[str, Any]
     hold: HoldOut | None = Field(description="a user's pause or skip in force: what it holds back, until when")
     alerts: dict[str, Any] | None = Field(description="the job's alert rules; null: none")
+    backfill: dict[str, Any] | None = Field(description="a backfill still to run: next_at, until, overlap")
     open_alerts: list[AlertOut] = Field(description="its alerts raised and not cleared")
     version: int
     created_at: datetime
@@ -349,6 +350,7 @@ class JobOut(BaseModel):
             "policy": job.policy.to_dict(),
             "hold": None if (hold := job.active_hold) is None else hold.to_dict(),
             "alerts": None if job.alerts is None else job.alerts.to_dict(),
+            "backfill": None if job.backfill is None else job.backfill.to_dict(),
             "open_alerts": AlertOut.all_of(job),
             "version": job.version,
             "created_at": job.created_at,
@@ -546,6 +548,40 @@ class SkipIn(BaseModel):
 
 MAX_WINDOW = timedelta(days=31)  # the longest window /fires accounts for in one answer
 LEDGER_REASONS = tuple(r.value for r in Reason)
+
+
+class BackfillIn(BaseModel):
+    """A past window of the job's schedule to run again."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: Annotated[str, AfterValidator(_instant_text)] = Field(
+        alias="from",
+        max_length=64,
+        description="the window's start (RFC 3339)",
+        json_schema_extra={"format": "date-time"},
+    )
+    to: Annotated[str, AfterValidator(_instant_text)] = Field(
+        max_length=64,
+        description="the window's end (RFC 3339), not after now",
+        json_schema_extra={"format": "date-time"},
+    )
+    overlap: Literal["buffer_all", "allow_all"] = Field(
+        "buffer_all", description="its fires one after another (buffer_all), or side by side (allow_all)"
+    )
+    dry_run: StrictBool = Field(False, description="list the fires it would run, and run none")
+
+
+class BackfillFireOut(BaseModel):
+    at: datetime
+    backfilled: bool = Field(description="already run by an earlier backfill: it is not run again")
+
+
+class BackfillOut(BaseModel):
+    job_id: str
+    dry_run: bool
+    count: int = Field(description="the window's fires that will run (or would, with dry_run)")
+    fires: list[BackfillFireOut] = Field(description="every fire of the window, oldest first")
+    pending: dict[str, Any] | None = Field(description="the job's backfill still to run: next_at, until, overlap")
 
 
 class FiresQuery(BaseModel):

@@ -80,7 +80,7 @@ class Dispatcher:
         fires = []
         for job in jobs:
             try:
-                fires.append(Fire.of(job))
+                fires.append(Fire.of(job, now + self.lookahead))
             except ValueError as exc:  # claimed with nothing due (an edit raced the claim): give it back
                 log.warning("claim.nothing_due", extra={"job_id": job.id, "error": str(exc)})
                 if job.lease is not None:

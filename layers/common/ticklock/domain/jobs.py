@@ -21,6 +21,7 @@ class Trigger(enum.StrEnum):
 
     SCHEDULE = "schedule"
     MANUAL = "manual"
+    BACKFILL = "backfill"  # a past slot of its schedule, asked for again (``POST /jobs/{id}/backfill``)
 
 
 class ExecutionStatus(enum.StrEnum):
@@ -217,6 +218,40 @@ class AlertRules:
         return AlertRules(**{name: data.get(name) for name in ALERT_FIELDS})
 
 
+MAX_BACKFILL = 1000  # slots one backfill runs at most
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A job's pending backfill: the past slots of its schedule from ``next_at`` to ``until`` run again, one
+    after another (``overlap`` ``buffer_all``) or side by side (``allow_all``), each once: its execution is
+    the fire ``<job>:backfill:<slot>``, so a slot asked for twice runs once."""
+
+    next_at: datetime  # the next slot to run
+    until: datetime  # the last one may be this, not after
+    requested_at: datetime
+    overlap: str = "buffer_all"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "next_at": self.next_at.isoformat(),
+            "until": self.until.isoformat(),
+            "requested_at": self.requested_at.isoformat(),
+            "overlap": self.overlap,
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any] | None) -> Backfill | None:
+        if not data:
+            return None
+        return Backfill(
+            next_at=datetime.fromisoformat(data["next_at"]),
+            until=datetime.fromisoformat(data["until"]),
+            requested_at=datetime.fromisoformat(data["requested_at"]),
+            overlap=data.get("overlap", "buffer_all"),
+        )
+
+
 MAX_NOTE = 500  # characters of a pause's or a skip's note
 MAX_SKIP = 1000  # fires one skip holds back at most
 
@@ -312,6 +347,7 @@ class Job:
     # the alerts raised and not cleared: condition -> {"raised_at", "detail"}; written only by
     # ``Store.set_open_alerts`` (a compare-and-set of its own, which leaves the version alone)
     open_alerts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    backfill: Backfill | None = None
 
     @property
     def active_hold(self) -> Hold | None:
@@ -328,7 +364,8 @@ class Job:
     def due_at(self, now: datetime) -> datetime | None:
         """When the job is next claimable: its earliest pending fire, but never inside a live lease."""
         scheduled = self.next_run_at if self.enabled else None
-        candidates = [t for t in (self.jittered(scheduled), self.trigger_at) if t]
+        backfill = self.backfill.next_at if self.backfill is not None else None
+        candidates = [t for t in (self.jittered(scheduled), self.trigger_at, backfill) if t]
         if not candidates:
             return None
         due = min(candidates)
@@ -341,6 +378,17 @@ class Job:
         if slot is None or not self.policy.max_jitter:
             return slot
         return slot + timedelta(seconds=self.policy.jitter(self.id, slot))
+
+    def backfill_after(self, slot: datetime) -> Backfill | None:
+        """The backfill once its fire at ``slot`` is done: on to the next slot, or none after ``until``
+        (a backfill that has moved on since, or been replaced, is kept as it is)."""
+        backfill = self.backfill
+        if backfill is None or backfill.next_at != slot:
+            return backfill
+        following = self.schedule.next_after(slot)
+        if following is None or following > backfill.until:
+            return None
+        return replace(backfill, next_at=following)
 
     def with_changes(self, **changes: Any) -> Job:
         return replace(self, **changes)
@@ -357,6 +405,8 @@ class Job:
         job = replace(self, lease=None)
         if fire.trigger is Trigger.MANUAL:
             return replace(job, trigger_at=None) if job.trigger_at == fire.scheduled_at else job
+        if fire.trigger is Trigger.BACKFILL:
+            return replace(job, backfill=job.backfill_after(fire.scheduled_at))
         if job.version != fire.job.version:
             return job
         return replace(job, next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
@@ -388,11 +438,16 @@ class Fire:
         return self.job.jittered(self.scheduled_at) or self.scheduled_at
 
     @staticmethod
-    def of(job: Job) -> Fire:
-        """The fire a freshly claimed job stands for: a pending trigger first, else its schedule."""
+    def of(job: Job, horizon: datetime | None = None) -> Fire:
+        """The fire a freshly claimed job stands for: a pending trigger first, else its schedule; a backfill's
+        next slot when neither is due by ``horizon`` (the claim's; None: when neither is pending)."""
         if job.lease is None:
             raise ValueError("only a claimed job has a fire")
         scheduled = job.next_run_at if job.enabled else None
+        if job.backfill is not None and job.trigger_at is None:
+            due = job.jittered(scheduled)
+            if due is None or (horizon is not None and due > horizon):
+                return Fire(job, job.backfill.next_at, Trigger.BACKFILL, job.lease.token)
         if job.trigger_at is not None and (
             scheduled is None or job.trigger_at <= (job.jittered(scheduled) or scheduled)
         ):

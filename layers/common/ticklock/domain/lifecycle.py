@@ -154,7 +154,10 @@ class TaskRunner:
             return self._skip(fire, SkipReason.LEASE_EXPIRED)
 
         # 1. lock: the job's, so that its runs do not overlap; under allow_all the fire's alone
-        together = job.policy.overlap is Overlap.ALLOW_ALL and isinstance(job.schedule, CronSchedule)
+        if fire.trigger is Trigger.BACKFILL:  # the backfill's own overlap: in turn, or side by side
+            together = job.backfill is not None and job.backfill.overlap == Overlap.ALLOW_ALL.value
+        else:
+            together = job.policy.overlap is Overlap.ALLOW_ALL and isinstance(job.schedule, CronSchedule)
         key = f"fire:{fire.key}" if together else f"job:{job.id}"
         try:
             lock_token = self.locker.acquire(key, job.timeout + LOCK_MARGIN)
@@ -475,7 +478,7 @@ class TaskRunner:
         """The job's next fire after ``fire`` (whose run started at ``started``; None: it did not run), by
         its overlap policy, and, when its schedule cannot compute one, why (the job is then disabled:
         next_run_at None)."""
-        if fire.trigger is Trigger.MANUAL:
+        if fire.trigger is not Trigger.SCHEDULE:  # a manual or backfill fire does not move the schedule
             return fire.job.next_run_at, None
         try:
             return following(fire.job, fire.scheduled_at, started, now), None

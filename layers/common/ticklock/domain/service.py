@@ -15,12 +15,25 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
-from ticklock.domain.jobs import MAX_NOTE, MAX_SKIP, AlertRules, Execution, Hold, HoldKind, Job, Policy
-from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason
+from ticklock.domain.jobs import (
+    MAX_BACKFILL,
+    MAX_NOTE,
+    MAX_SKIP,
+    AlertRules,
+    Backfill,
+    Execution,
+    Hold,
+    HoldKind,
+    Job,
+    Policy,
+    Trigger,
+    fire_key,
+)
+from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
 from ticklock.ports import Store
@@ -86,6 +99,8 @@ def _unchanged(merged: Job, job: Job) -> bool:
 
 
 CONFLICT_RETRIES = 5
+T = TypeVar("T")
+BACKFILL_OVERLAPS = ("buffer_all", "allow_all")  # a backfill's fires in turn, or side by side
 
 
 @dataclass(frozen=True)
@@ -349,6 +364,51 @@ class JobService:
         now = self.clock.now()
         return self.store.update_job(job.with_changes(trigger_at=now, updated_at=now), expected_version=job.version)
 
+    def backfill(
+        self, job_id: str, *, start: datetime, end: datetime, overlap: str = "buffer_all", dry_run: bool = False
+    ) -> tuple[Job, list[tuple[datetime, bool]]]:
+        """Run again the slots of the job's schedule in [start, end], a past window: each once, however
+        often it is asked (its execution is the fire ``<job>:backfill:<slot>``), at most MAX_BACKFILL.
+        Returns the job and each slot with whether it has already been backfilled (it will not run
+        again); ``dry_run`` writes nothing."""
+        return self._retrying(lambda: self._backfill(job_id, start, end, overlap, dry_run))
+
+    def _backfill(
+        self, job_id: str, start: datetime, end: datetime, overlap: str, dry_run: bool
+    ) -> tuple[Job, list[tuple[datetime, bool]]]:
+        job = self.store.get_job(job_id)
+        now = self.clock.now()
+        if overlap not in BACKFILL_OVERLAPS:
+            raise InvalidJob(f"must be one of {', '.join(BACKFILL_OVERLAPS)}, not {overlap!r}", field="overlap")
+        if end > now:
+            raise InvalidJob(
+                f"must not be in the future (now {now.isoformat()}): a backfill runs past fires", field="to"
+            )
+        if start > end:
+            raise InvalidJob("the window's start is after its end", field="from")
+        if isinstance(job.schedule, IntervalSchedule):
+            raise ConflictError("an interval job has no slots of its own to backfill: trigger it")
+        slots = newest_slots(job.schedule, start - timedelta(microseconds=1), end, MAX_BACKFILL + 1)
+        if len(slots) > MAX_BACKFILL:
+            raise InvalidJob(
+                f"the window holds more than {MAX_BACKFILL} fires of the schedule: backfill a shorter one", field="from"
+            )
+        if not slots:
+            raise InvalidJob("the window holds no fire of the schedule", field="from")
+        done = [(at, self.store.execution_for(fire_key(job.id, Trigger.BACKFILL, at)) is not None) for at in slots]
+        if dry_run or all(ran for _, ran in done):
+            return job, done
+        pending = job.backfill
+        first, last = slots[0], slots[-1]
+        if pending is not None:  # one queue per job: the windows merge, and what ran is not run again
+            first, last = min(first, pending.next_at), max(last, pending.until)
+            overlap = pending.overlap if overlap == "buffer_all" else overlap
+        backfill = Backfill(next_at=first, until=last, requested_at=now, overlap=overlap)
+        stored = self.store.update_job(
+            job.with_changes(backfill=backfill, updated_at=now), expected_version=job.version
+        )
+        return stored, done
+
     def delete(self, job_id: str) -> None:
         self.store.delete_job(job_id)
 
@@ -366,7 +426,7 @@ class JobService:
         return self.store.list_executions(job_id, limit=limit, before=before)
 
     @staticmethod
-    def _retrying(change: Callable[[], Job]) -> Job:
+    def _retrying(change: Callable[[], T]) -> T:
         # A running job's advance moves its version; an edit read before it is re-read and re-applied.
         for _ in range(CONFLICT_RETRIES - 1):
             try:

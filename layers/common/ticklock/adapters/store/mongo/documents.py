@@ -18,7 +18,7 @@ from ticklock.adapters.records import (
 )
 from ticklock.adapters.store.mongo.client import Doc
 from ticklock.clock import to_ms
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
 
 LIVE = [ExecutionStatus.RUNNING.value, ExecutionStatus.INTERRUPTED.value]  # executions not finished
 
@@ -70,6 +70,12 @@ def execution_doc(e: Execution) -> Doc:
 
 def execution_from_doc(doc: Mapping[str, Any]) -> Execution:
     return execution_from_record({**doc, "id": doc["_id"]}, MILLIS)
+
+
+def fast_path(fire: Fire) -> bool:
+    """Whether ``fire``'s advance may take the one-command path: a scheduled fire of a job with no backfill
+    pending at the claim (a backfill's next slot is part of the due time, which the slow path computes)."""
+    return fire.trigger is Trigger.SCHEDULE and fire.job.backfill is None
 
 
 def fast_advance(fire: Fire, next_run_at: datetime | None) -> tuple[Doc, Doc]:

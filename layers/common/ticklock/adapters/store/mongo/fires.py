@@ -15,12 +15,13 @@ from ticklock.adapters.store.mongo.documents import (
     execution_doc,
     execution_from_doc,
     fast_advance,
+    fast_path,
     job_from_doc,
     ms,
     ms_or_none,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
-from ticklock.domain.jobs import Execution, Fire, Job, Trigger
+from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.ports import Started
 
 
@@ -121,7 +122,7 @@ class Fires(Connection):
 
         def fast() -> bool:
             # the common case in one command: a scheduled fire, no edit and no trigger since the claim
-            if fire.trigger is not Trigger.SCHEDULE:
+            if not fast_path(fire):
                 return False
             return self.jobs.update_one(*fast_advance(fire, next_run_at)).modified_count == 1
 
@@ -139,6 +140,7 @@ class Fires(Connection):
                         "next_run_at": ms_or_none(job.next_run_at),
                         "enabled": job.enabled,
                         "trigger_at": ms_or_none(job.trigger_at),
+                        "backfill": None if job.backfill is None else job.backfill.to_dict(),
                         "due_at": ms_or_none(job.due_at(now)),
                     },
                     "$inc": {"version": 1, "seq": 1},
@@ -215,7 +217,7 @@ class Fires(Connection):
         # one command; the advance joins the others waiting at that moment in one bulkWrite
         if not self.finish_execution(execution):
             return False, False
-        if fire.trigger is not Trigger.SCHEDULE:
+        if not fast_path(fire):
             return True, self.advance(fire, next_run_at=next_run_at, now=now)
         return True, self._advances.submit(PendingAdvance(fire, next_run_at, now))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from datetime import datetime, timedelta
@@ -115,8 +116,15 @@ def _advance(conn: sqlite3.Connection, fire: Fire, next_run_at: datetime | None,
         return False
     job = job_from_row(row).advanced(fire, next_run_at)
     conn.execute(
-        "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, due_at=?, lease_token=NULL, "
+        "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, backfill=?, due_at=?, lease_token=NULL, "
         "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",
-        (us(job.next_run_at), int(job.enabled), us(job.trigger_at), us(job.due_at(now)), job.id),
+        (
+            us(job.next_run_at),
+            int(job.enabled),
+            us(job.trigger_at),
+            None if job.backfill is None else json.dumps(job.backfill.to_dict()),
+            us(job.due_at(now)),
+            job.id,
+        ),
     )
     return True

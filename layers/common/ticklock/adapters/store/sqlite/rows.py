@@ -18,7 +18,7 @@ from ticklock.adapters.records import (
     job_record,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
-from ticklock.domain.jobs import AlertRules, Execution, Hold, Job, Policy
+from ticklock.domain.jobs import AlertRules, Backfill, Execution, Hold, Job, Policy
 from ticklock.domain.schedules import Schedule, schedule_from_dict
 
 
@@ -58,6 +58,7 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
     values["policy"] = json.dumps(values["policy"])
     values["hold"] = None if job.hold is None else json.dumps(values["hold"])
     values["alerts"] = None if job.alerts is None else json.dumps(values["alerts"])
+    values["backfill"] = None if job.backfill is None else json.dumps(values["backfill"])
     values["due_at"] = us(job.due_at(now))
     return values
 
@@ -83,6 +84,7 @@ def job_from_row(row: tuple[Any, ...]) -> Job:
         policy=policy_from_text,
         hold=hold_from_text,
         alerts=alerts_from_text,
+        backfill=lambda text: Backfill.from_dict(json.loads(text)) if text else None,
     )
 
 

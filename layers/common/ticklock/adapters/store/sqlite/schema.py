@@ -31,7 +31,8 @@ SCHEMA = [
         policy TEXT,
         hold TEXT,
         alerts TEXT,
-        open_alerts TEXT
+        open_alerts TEXT,
+        backfill TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
@@ -90,11 +91,12 @@ ADDED_COLUMNS = [
     ("jobs", "hold", "TEXT"),  # 4
     ("jobs", "alerts", "TEXT"),  # 4
     ("jobs", "open_alerts", "TEXT"),  # 4
+    ("jobs", "backfill", "TEXT"),  # 4
 ]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
     "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold, "
-    "alerts, open_alerts"
+    "alerts, open_alerts, backfill"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

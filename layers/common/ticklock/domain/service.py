@@ -290,7 +290,7 @@ class JobService:
         if _in_flight(held, waiting, now):
             waiting = held.schedule.next_after(waiting) or waiting  # that fire is claimed: it runs
         resumes_at = _after_hold(held.schedule, waiting, until=until, count=count)
-        if resumes_at is None:
+        if resumes_at is None or resumes_at >= LAST_HOLD:
             raise ConflictError("its schedule has no fire after the hold: pause it, or delete it")
         if resumes_at <= waiting and paused is None and ended is None:
             return job  # nothing to hold back: the next fire is after ``until`` already
@@ -388,7 +388,10 @@ class JobService:
             raise InvalidJob("the window's start is after its end", field="from")
         if isinstance(job.schedule, IntervalSchedule):
             raise ConflictError("an interval job has no slots of its own to backfill: trigger it")
-        slots = newest_slots(job.schedule, start - timedelta(microseconds=1), end, MAX_BACKFILL + 1)
+        try:
+            slots = newest_slots(job.schedule, start - timedelta(microseconds=1), end, MAX_BACKFILL + 1)
+        except OverflowError:
+            raise InvalidJob("is too far in the past for the calendar", field="from") from None
         if len(slots) > MAX_BACKFILL:
             raise InvalidJob(
                 f"the window holds more than {MAX_BACKFILL} fires of the schedule: backfill a shorter one", field="from"
@@ -527,10 +530,13 @@ def _after_hold(schedule: Schedule, waiting: datetime, *, until: datetime | None
             return max(until, waiting)
         return schedule.next_after(max(until, waiting) - timedelta(microseconds=1))
     at: datetime | None = waiting
-    for _ in range(count):
-        if at is None:
-            return None
-        at = schedule.next_after(at)
+    try:
+        for _ in range(count):
+            if at is None:
+                return None
+            at = schedule.next_after(at)
+    except OverflowError:  # an interval's fires past the year 9999
+        return None
     return at
 
 

@@ -263,3 +263,14 @@ def test_a_pause_until_the_end_of_time_is_refused(engine: Engine, service: JobSe
     with pytest.raises(InvalidJob) as raised:
         service.pause(job.id, until=datetime(9999, 12, 31, 23, 59, tzinfo=UTC))
     assert raised.value.field == "until"
+
+
+def test_a_resume_does_not_record_a_fire_claimed_before_the_pause(engine: Engine, service: JobService) -> None:
+    job = engine.add()
+    fire = engine.claim()  # T is claimed; its run has not started
+    service.pause(job.id)
+    engine.clock.advance(25)
+    service.resume(job.id)
+    engine.runner().run(fire)  # the claim runs it all the same
+    assert engine.ledger(job) == [("paused", 10, 20, 2)]
+    _no_double(engine, job)

@@ -340,8 +340,8 @@ class JobService:
 
     def _account_pause(self, paused: Job, resumed: Job, now: datetime) -> None:
         """The slots that passed while ``paused`` was paused, as one ``missed`` / ``paused`` entry: from the
-        slot it waited for (or after the last that ran, if that one ran) to the first it resumes at. Fails
-        soft: the resume stands, and the slots show as unaccounted."""
+        slot it waited for (or after it, if it ran or its claim is running it) to the first it resumes at.
+        Fails soft: the resume stands, and the slots show as unaccounted."""
         waiting = paused.next_run_at
         if waiting is None or waiting > now or resumed.next_run_at == waiting:
             return
@@ -353,6 +353,8 @@ class JobService:
         after = waiting - timedelta(microseconds=1)
         if latest and latest[0].scheduled_at >= waiting:
             after = latest[0].scheduled_at
+        elif _in_flight(paused, waiting, now):
+            after = waiting  # it was claimed before the pause: it runs
         self._write(held_entry(paused.id, paused.schedule, Reason.PAUSED, after, resumed.next_run_at or now, now))
 
     def trigger(self, job_id: str) -> Job:

@@ -361,7 +361,7 @@ def test_a_declared_body_on_a_bodyless_route_is_not_waited_for(start: Callable[.
         hanging = b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
         status, body = status_and_body(raw(serve.port, hanging, wait=10))
         assert status == expected, body
-        denied = b"POST /jobs/x/pause HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+        denied = b"POST /jobs/x/resume HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
         status, body = status_and_body(raw(serve.port, denied, wait=10))
         assert status in (401, 422), body
 

@@ -163,7 +163,7 @@ class Api:
             return self.no_body() if request.body.strip() else None
         if len(request.body) > self.max_body_bytes:
             return too_large(self.max_body_bytes)
-        if not route.body_required and not request.body.strip():
+        if not route.body_required and not request.body:  # none at all; whitespace is a body, and not JSON
             return route.body.model_validate({})
         if not request.body:
             return error(

@@ -44,7 +44,8 @@ async def http_check(ctx: HandlerContext) -> None:
         raise ValueError(f"payload.method must be GET or HEAD, got {method!r}")
     headers = {str(k): str(v) for k, v in dict(payload.get("headers") or {}).items()}
     expected = _expected(payload)
-    async with httpx.AsyncClient(timeout=max(ctx.remaining(), 0.001), follow_redirects=True) as client:
+    # the job's deadline decides (the engine cancels the call there, a timeout); httpx's own is a backstop
+    async with httpx.AsyncClient(timeout=ctx.remaining() + 1.0, follow_redirects=True) as client:
         response = await client.request(method, url, headers=headers)
     if response.status_code not in expected:
         raise CheckFailed(f"{method} {url} answered {response.status_code}, expected {sorted(expected)}")

@@ -240,3 +240,4 @@ def test_alerts_from_ticklock_serve_reach_a_webhook_and_smtp_raised_and_cleared_
     finally:
         smtp.stop()
         hook.shutdown()
+        hook.server_close()

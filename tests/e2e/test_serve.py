@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Serve, run_cli, wait_for
+from tests.support.receivers import receivers
 
 pytestmark = pytest.mark.e2e
 
@@ -185,42 +186,11 @@ def test_alerts_from_ticklock_serve_reach_a_webhook_and_smtp_raised_and_cleared_
     """A job that fails every second with failures_in_a_row 2, on ``ticklock serve`` configured with the
     deployment's alert webhook and email (a webhook server and an SMTP server the test starts): one
     raised alert reaches both and GET /alerts; once the job succeeds, one cleared."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from aiosmtpd.controller import Controller
-
-    from tests.support.servers import free_port
-
-    posts: list[dict[str, Any]] = []
-    mails: list[bytes] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            posts.append(json.loads(self.rfile.read(int(self.headers.get("content-length", "0")))))
-            self.send_response(204)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    class Mailbox:
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-            mails.append(envelope.content)
-            return "250 OK"
-
-    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
-    smtp_port = free_port()
-    smtp = Controller(Mailbox(), hostname="127.0.0.1", port=smtp_port)
-    smtp.start()
-    try:
+    with receivers() as box:
         serve = start(
-            TICKLOCK_ALERTS_WEBHOOK=f"http://127.0.0.1:{hook.server_address[1]}/hook",
+            TICKLOCK_ALERTS_WEBHOOK=box.url,
             TICKLOCK_ALERTS_EMAIL="ops@example.org",
-            TICKLOCK_EMAIL=f"smtp://127.0.0.1:{smtp_port}",
+            TICKLOCK_EMAIL=f"smtp://127.0.0.1:{box.port}",
         )
         job = serve.create(
             name="failing",
@@ -228,16 +198,11 @@ def test_alerts_from_ticklock_serve_reach_a_webhook_and_smtp_raised_and_cleared_
             schedule={"kind": "cron", "expr": "* * * * * *"},
             alerts={"failures_in_a_row": 2},
         )
-        wait_for(lambda: posts and mails, timeout=30)
+        wait_for(lambda: box.posts and box.mails, timeout=30)
         assert [a["condition"] for a in serve.client.get("/alerts").json()["items"]] == ["failures_in_a_row"]
         assert serve.client.patch(f"/jobs/{job['id']}", json={"handler": "test.record"}).status_code == 200
-        wait_for(lambda: len(posts) >= 2 and len(mails) >= 2, timeout=30)
-        time.sleep(3)  # more fires run: nothing more is sent
-        assert [p["type"] for p in posts] == ["job.alert.raised", "job.alert.cleared"]
-        assert len(mails) == 2 and b"To: ops@example.org" in mails[0]
+        box.wait(posts=2, mails=2, timeout=30)  # cleared once: more fires run, nothing more is sent
+        assert [d["type"] for d in box.documents()] == ["job.alert.raised", "job.alert.cleared"]
+        assert box.mails[0]["To"] == "ops@example.org"
         assert serve.client.get("/alerts").json()["items"] == []
         assert serve.terminate() == 0
-    finally:
-        smtp.stop()
-        hook.shutdown()
-        hook.server_close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import handlers
+from tests.support.engine import Engine
 from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
@@ -20,9 +21,10 @@ from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.schedules import IntervalSchedule, Schedule
+from ticklock.domain.service import JobService
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.registry import Registry
-from ticklock.ports import Locker, Metrics, Publisher
+from ticklock.ports import Locker, Metrics, Publisher, Store
 
 
 @dataclass
@@ -104,3 +106,17 @@ def fake(tmp_path: Path) -> Iterator[Harness]:
 def real(tmp_path: Path) -> Iterator[Harness]:
     """Wall-clock time, for deadlines enforced by real threads."""
     yield from _harness(tmp_path, SystemClock())
+
+
+@pytest.fixture
+def engine(store: Store) -> Iterator[Engine]:
+    """An ``Engine`` (tests/support/engine.py) on each store the ``store`` fixture gives, with a fake clock."""
+    box = Engine(store)
+    yield box
+    box.invoker.close()
+
+
+@pytest.fixture
+def service(engine: Engine) -> JobService:
+    """The job use cases on the engine's store, registry and clock."""
+    return JobService(engine.store, engine.registry, engine.clock)

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from email import message_from_bytes, policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 
 from tests.support.engine import Engine
+from tests.support.receivers import Receivers
+from tests.support.receivers import receivers as start_receivers
 from tests.support.recorders import RecordingPublisher
-from tests.support.servers import free_port
 from ticklock.adapters.email.smtp import SMTPSender
 from ticklock.adapters.webhook import HttpWebhook
 from ticklock.domain.alerts import Alerts, Destinations, Outbox
@@ -31,64 +26,10 @@ from ticklock.ports import Store
 SECRET = "alert-key"
 
 
-@dataclass
-class Receivers:
-    """The webhook server's calls and the SMTP server's messages."""
-
-    url: str
-    port: int
-    posts: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-    mails: list[Any] = field(default_factory=list)
-
-    def documents(self) -> list[dict[str, Any]]:
-        return [json.loads(body) for _, body in self.posts]
-
-    def wait(self, posts: int, mails: int) -> None:
-        deadline = time.monotonic() + 15
-        while (len(self.posts) < posts or len(self.mails) < mails) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)  # and nothing more arrives
-        assert (len(self.posts), len(self.mails)) == (posts, mails)
-
-
 @pytest.fixture
 def receivers() -> Iterator[Receivers]:
-    port = free_port()
-    box = Receivers(url="", port=port)
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            box.posts.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(204)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    class Mailbox:
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-            box.mails.append(message_from_bytes(envelope.content, policy=policy.default))
-            return "250 OK"
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    box.url = f"http://127.0.0.1:{server.server_address[1]}/alerts"
-    smtp = Controller(Mailbox(), hostname="127.0.0.1", port=port)
-    smtp.start()
-    yield box
-    smtp.stop()
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    box = Engine(store)
-    yield box
-    box.invoker.close()
+    with start_receivers() as box:
+        yield box
 
 
 OUTBOXES: list[Outbox] = []

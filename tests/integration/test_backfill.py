@@ -5,7 +5,6 @@ in turn or side by side, without moving the schedule; a dry run lists them and r
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,19 +15,6 @@ from ticklock.domain.jobs import ExecutionStatus, Job, Trigger
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConflictError, InvalidJob
-from ticklock.ports import Store
-
-
-@pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    box = Engine(store)
-    yield box
-    box.invoker.close()
-
-
-@pytest.fixture
-def service(engine: Engine) -> JobService:
-    return JobService(engine.store, engine.registry, engine.clock)
 
 
 def _runs(engine: Engine, job: Job) -> list[tuple[str, int]]:

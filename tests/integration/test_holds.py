@@ -7,7 +7,6 @@ never twice, never overlapping another entry or a run."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,19 +15,6 @@ from tests.support.engine import Engine, T
 from ticklock.domain.jobs import HoldKind, Job
 from ticklock.domain.service import JobService
 from ticklock.errors import ConflictError, InvalidJob
-from ticklock.ports import Store
-
-
-@pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    box = Engine(store)
-    yield box
-    box.invoker.close()
-
-
-@pytest.fixture
-def service(engine: Engine) -> JobService:
-    return JobService(engine.store, engine.registry, engine.clock)
 
 
 def _at(engine: Engine, job: Job) -> int:

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -123,6 +124,24 @@ def tick_once(box: aws.Container, deployment: Deployment) -> int:
     return tick.release_due(box.clock.now() + timedelta(seconds=1))
 
 
+@contextmanager
+def polling(esm: EventSourceMapping) -> Iterator[None]:
+    """Lambda's SQS poller, polling on a thread of its own while the block runs."""
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            esm.poll_once(wait=1)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        poller.join()
+
+
 def starts(calls: Path) -> Counter[tuple[str, str]]:
     lines = calls.read_text().splitlines() if calls.exists() else []
     return Counter((c["job_id"], c["scheduled_at"]) for c in map(json.loads, lines))
@@ -168,20 +187,9 @@ def test_tick_function_then_runner_function_run_every_fire_once(deployment: Depl
     box.store.start_execution(old)
     assert box.store.finish_execution(old.with_changes(status=ExecutionStatus.SUCCESS, finished_at=then))
     esm = EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler)
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            esm.poll_once(wait=1)
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
+    with polling(esm):
         # 4 s of the budget go to the loop: its hard deadline is the invocation's end, less the margin
         report = tick_fn.handler(event("tick.json"), LambdaContext(timeout=aws.TICK_MARGIN + 4))
-    finally:
-        stop.set()
-        poller.join()
     esm.drain(idle_polls=2)
     assert report["ran"] is True
     assert box.store.list_executions(idle.id) == []
@@ -218,23 +226,12 @@ def test_the_lambda_shape_accounts_for_every_slot_of_its_jobs_in_the_api_functio
         for overlap in ("skip", "buffer_one", "allow_all")
     }
     esm = EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler)
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            esm.poll_once(wait=1)
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
+    with polling(esm):
         tick_fn.handler(event("tick.json"), LambdaContext(timeout=aws.TICK_MARGIN + 6))
         service = JobService(box.store, box.registry, box.clock)
         for job in jobs.values():  # pause them: the window stops moving
             service.pause(job.id)
         time.sleep(4)  # the runs in flight end
-    finally:
-        stop.set()
-        poller.join()
     esm.drain(idle_polls=2)
     end = start + timedelta(seconds=3)  # the loop ticks about 6 s, then they are paused
     for overlap, job in jobs.items():

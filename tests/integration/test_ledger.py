@@ -5,10 +5,7 @@ events tell the same story; the fires that are not ends (a duplicate delivery, a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-
-import pytest
 
 from tests.support.engine import EVERY_10, Engine, T
 from tests.support.factories import make_execution, make_job
@@ -19,14 +16,6 @@ from ticklock.domain.jobs import Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
 from ticklock.domain.lifecycle import LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
-from ticklock.ports import Store
-
-
-@pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    box = Engine(store)
-    yield box
-    box.invoker.close()
 
 
 def test_slots_that_passed_while_the_fire_was_late_are_missed_as_collapsed(engine: Engine) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,13 +19,6 @@ from ticklock.domain.lifecycle import SkipReason
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
-
-
-@pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    box = Engine(store)
-    yield box
-    box.invoker.close()
 
 
 def _ran(engine: Engine, job: Job) -> list[tuple[int, str]]:

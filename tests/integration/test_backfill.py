@@ -95,7 +95,9 @@ def test_a_dry_run_lists_the_fires_and_runs_none(engine: Engine, service: JobSer
     engine.clock.advance(5)
     before = engine.store.get_job(job.id)
     same, fires = service.backfill(job.id, start=T - timedelta(seconds=20), end=T, dry_run=True)
-    assert len(fires) == 3 and not any(done for _, done in fires)
+    # T is the fire the job waits for (due, not yet run): it runs on its schedule, not in the backfill
+    assert [at for at, _ in fires] == [T - timedelta(seconds=20), T - timedelta(seconds=10)]
+    assert not any(done for _, done in fires)
     assert same.version == before.version and engine.store.get_job(job.id).backfill is None
 
 
@@ -141,3 +143,37 @@ def test_a_backfill_that_cannot_be_is_refused_and_writes_nothing(engine: Engine,
     with pytest.raises(ConflictError, match="interval"):
         service.backfill(interval.id, start=T - timedelta(minutes=1), end=T)
     assert engine.store.get_job(job.id).version == 1 and engine.store.get_job(job.id).backfill is None
+
+
+def test_a_second_window_extends_a_pending_backfill_it_meets_and_is_refused_across_a_gap(
+    engine: Engine, service: JobService
+) -> None:
+    job = engine.add()
+    engine.clock.advance(-1)  # nothing scheduled is due
+    service.backfill(job.id, start=T - timedelta(seconds=60), end=T - timedelta(seconds=50))
+    extended, _ = service.backfill(job.id, start=T - timedelta(seconds=40), end=T - timedelta(seconds=30))
+    assert extended.backfill is not None and extended.backfill.until == T - timedelta(seconds=30)
+    with pytest.raises(ConflictError, match="pending"):
+        service.backfill(job.id, start=T - timedelta(hours=2), end=T - timedelta(hours=2) + timedelta(seconds=10))
+
+
+def test_a_new_schedule_ends_a_pending_backfill(engine: Engine, service: JobService) -> None:
+    from ticklock.domain.schedules import CronSchedule
+
+    job = engine.add()
+    engine.clock.advance(-1)
+    service.backfill(job.id, start=T - timedelta(seconds=60), end=T - timedelta(seconds=10))
+    changed = service.update(job.id, {"schedule": CronSchedule("* * * * * *")})
+    assert changed.backfill is None
+
+
+def test_backfill_runs_outlive_the_per_job_pruning_so_a_repost_runs_nothing(
+    engine: Engine, service: JobService
+) -> None:
+    job = engine.add()
+    engine.clock.advance(-1)
+    service.backfill(job.id, start=T - timedelta(seconds=30), end=T - timedelta(seconds=10))
+    _drain(engine)
+    assert engine.store.prune_executions(older_than=T - timedelta(days=30), keep_per_job=0) == 0
+    _, fires = service.backfill(job.id, start=T - timedelta(seconds=30), end=T - timedelta(seconds=10))
+    assert all(done for _, done in fires)

@@ -376,3 +376,22 @@ def test_every_overlap_policy_reads_back_and_an_unknown_one_is_refused() -> None
         Policy.from_dict({"overlap": "queue"})
     assert raised.value.field == "policy.overlap"
     assert Policy(max_jitter=0.0005).jitter("j", T) <= 0.0005  # never past its bound, even below 1 ms
+
+
+def test_the_lock_is_released_before_the_advance_so_a_buffered_fire_due_at_once_can_take_it(engine: Engine) -> None:
+    from ticklock.adapters.lock.local import LocalLocker
+
+    class Watching(LocalLocker):
+        def __init__(self) -> None:
+            super().__init__(engine.clock)
+            self.leased_at_release: list[bool] = []
+
+        def release(self, key: str, token: str) -> None:
+            self.leased_at_release.append(engine.store.get_job(job.id).lease is not None)
+            super().release(key, token)
+
+    job = engine.add("long", policy=Policy(overlap=Overlap.BUFFER_ONE))
+    locker = Watching()
+    engine.runner(locker).run(engine.claim())
+    assert locker.leased_at_release == [True]  # released while the claim still held the job
+    assert _next(engine, job) == 20 and locker.acquire(f"job:{job.id}", 10) is not None

@@ -158,7 +158,8 @@ class Store(Protocol):
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished executions older than ``older_than``, and all but the newest ``keep_per_job``
-        finished ones of each job, and the ledger's entries whose last slot is older than ``older_than``.
+        finished ones of each job (backfill runs go by age alone: they say which slots a backfill ran),
+        and the ledger's entries whose last slot is older than ``older_than``.
         Never deletes a RUNNING or INTERRUPTED row. Returns how many went."""
         ...
 

@@ -553,7 +553,7 @@ LEDGER_REASONS = tuple(r.value for r in Reason)
 class BackfillIn(BaseModel):
     """A past window of the job's schedule to run again."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")
     from_: Annotated[str, AfterValidator(_instant_text)] = Field(
         alias="from",
         max_length=64,

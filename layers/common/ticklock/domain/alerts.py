@@ -28,16 +28,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger, fire_key
-from ticklock.errors import JobNotFound, TicklockError
+from ticklock.errors import JobNotFound
 from ticklock.ports import EmailSender, Publisher, Store, WebhookSender
 
 log = logging.getLogger("ticklock.alerts")
 RETRY_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between tries of one delivery
 CAS_TRIES = 5
+MAX_SENDING = 8  # webhook calls and emails in flight at once
 PAGE = 500  # jobs one check reads at a time
 
 
@@ -87,11 +89,14 @@ class Outbox:
         self._thread: threading.Thread | None = None
         self._pending = 0
         self._idle = threading.Condition()
+        self._sending: asyncio.Semaphore | None = None  # at most MAX_SENDING calls at once
 
     def post(self, url: str, document: Mapping[str, Any]) -> None:
         if self.webhook is not None:
             sender = self.webhook
-            self._submit(f"webhook {url.split('?')[0]}", lambda: sender.post(url, document))
+            parts = urlsplit(url)  # logged as scheme and host: a webhook's path and query often carry its key
+            where = f"{parts.scheme}://{parts.hostname}"
+            self._submit(f"webhook {where}", lambda: sender.post(url, document))
 
     def mail(self, to: str, subject: str, body: str) -> None:
         if self.email is not None:
@@ -128,16 +133,22 @@ class Outbox:
         asyncio.run_coroutine_threadsafe(self._deliver(what, deliver), loop)
 
     async def _deliver(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+        if self._sending is None:
+            self._sending = asyncio.Semaphore(MAX_SENDING)
         try:
             for attempt, wait in enumerate((*RETRY_WAITS, None), start=1):
                 try:
-                    await deliver()
+                    async with self._sending:
+                        await deliver()
                     return
                 except Exception as exc:  # noqa: BLE001 - a receiver may fail any way: try again, then give up
                     if wait is None or isinstance(exc, ValueError):  # ValueError: it never can be delivered
-                        log.error("alert.delivery_failed", extra={"to": what, "attempts": attempt, "error": str(exc)})
+                        log.error(
+                            "alert.delivery_failed",
+                            extra={"to": what, "attempts": attempt, "error": type(exc).__name__},
+                        )
                         return
-                    log.warning("alert.delivery_retry", extra={"to": what, "error": str(exc), "wait": wait})
+                    log.warning("alert.delivery_retry", extra={"to": what, "error": type(exc).__name__, "wait": wait})
                     await asyncio.sleep(wait)
         finally:
             with self._idle:
@@ -173,9 +184,14 @@ class Alerts:
             self._change(job, Condition.LATE, None)
 
     def finished(self, job: Job, execution: Execution) -> None:
-        """A run of ``job`` ended: a success clears its alerts; a failure may make ``failures_in_a_row``."""
+        """A scheduled run of ``job`` ended: a success clears its alerts; a failure may make
+        ``failures_in_a_row``. Manual and backfill runs are not the schedule's health: not judged."""
         rules = job.alerts
+        if execution.trigger is not Trigger.SCHEDULE:
+            return
         if execution.status is ExecutionStatus.SUCCESS:
+            if not job.open_alerts and rules is not None:
+                job = self.store.get_job(job.id)  # the claim's copy may predate an alert raised since
             for condition in list(job.open_alerts):
                 self._change(job, Condition(condition), None)
             return
@@ -198,8 +214,8 @@ class Alerts:
             for job in page:
                 try:
                     changed += self._judge(job)
-                except TicklockError as exc:
-                    log.warning("alert.check_failed", extra={"job_id": job.id, "error": exc.message})
+                except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others' check
+                    log.warning("alert.check_failed", extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}"})
             if len(page) < PAGE:
                 return changed
             after = page[-1].id

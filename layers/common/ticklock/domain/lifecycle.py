@@ -29,7 +29,7 @@ from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.invoke import AttemptResult, Invoker
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Overlap, Trigger
+from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Job, Overlap, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
 from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
@@ -188,6 +188,12 @@ class TaskRunner:
             outcome = self._run(fire, handler, execution, fields)
             # a straggler past its deadline keeps the lock; a cut-off at shutdown dies with the process
             keep_lock = outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)
+            if lock_token and not keep_lock:
+                # the run is over: the lock goes before the advance makes the job claimable, so that a fire
+                # due at once (a buffered one, the one that cancelled this) does not meet it and wait out its
+                # lease. Safe: a second delivery of this fire meets its row, RUNNING or final
+                self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
+                lock_token = ""
             # 4. finalise, 5. advance
             return Outcome(execution=self._finish(fire, execution, outcome, fields, advance=not together))
         finally:
@@ -311,18 +317,18 @@ class TaskRunner:
         lost = 0
         for execution in found:
             try:
-                name = self.store.get_job(execution.job_id).name
+                job: Job | None = self.store.get_job(execution.job_id)
             except JobNotFound:
-                name = ""
+                job = None
             error = f"{_cause(execution)}; not run again: under allow_all its job went on when it started"
-            lost += self._finalise_lost(execution, name, error)
+            lost += self._finalise_lost(execution, job, error)
         return lost
 
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:
-        self._finalise_lost(execution, fire.job.name, error)
+        self._finalise_lost(execution, fire.job, error)
         self._advance(fire)
 
-    def _finalise_lost(self, execution: Execution, job_name: str, error: str) -> bool:
+    def _finalise_lost(self, execution: Execution, job: Job | None, error: str) -> bool:
         """Finish ``execution`` as LOST with ``error`` (unless someone else took it over), and say so."""
         lost = execution.with_changes(status=ExecutionStatus.LOST, finished_at=self.clock.now(), error=error)
         if not self.store.finish_execution(lost):
@@ -331,7 +337,11 @@ class TaskRunner:
         log.error("execution.lost", extra={**fields, "error": error})
         self._safely("metrics.failed", fields, self.metrics.fire_finished, lost.handler, lost.status.value, 0.0, 0)
         self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", lost.status.value, 1)
-        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, job_name))
+        self._safely(
+            "publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(lost, job.name if job else "")
+        )
+        if self.alerts is not None and job is not None and job.alerts is not None:
+            self._safely("alert.failed", fields, self.alerts.finished, job, lost)  # lost is a failure too
         return True
 
     # -- step 3 -----------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from ticklock.domain.jobs import (
     Job,
     Policy,
     Trigger,
-    fire_key,
 )
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
@@ -203,8 +202,8 @@ class JobService:
         )
         if schedule_changed or merged.policy != job.policy:
             _check_jitter(merged.schedule, merged.policy, now)
-        if schedule_changed:
-            merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now))
+        if schedule_changed:  # a pending backfill was of the old schedule's slots: it ends
+            merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now), backfill=None)
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
         toggled = "enabled" in changes and changes["enabled"] != job.enabled
@@ -398,15 +397,30 @@ class JobService:
             raise InvalidJob(
                 f"the window holds more than {MAX_BACKFILL} fires of the schedule: backfill a shorter one", field="from"
             )
+        waiting = job.next_run_at if job.enabled else None
+        slots = [at for at in slots if waiting is None or at < waiting]  # the slot the job waits for runs anyway
         if not slots:
-            raise InvalidJob("the window holds no fire of the schedule", field="from")
-        done = [(at, self.store.execution_for(fire_key(job.id, Trigger.BACKFILL, at)) is not None) for at in slots]
+            raise InvalidJob("the window holds no past fire of the schedule", field="from")
+        runs = self.store.executions_between(job.id, start=slots[0], end=slots[-1], limit=MAX_EXECUTIONS)
+        backfilled = {e.scheduled_at for e in runs if e.trigger is Trigger.BACKFILL}
+        done = [(at, at in backfilled) for at in slots]
         if dry_run or all(ran for _, ran in done):
             return job, done
         pending = job.backfill
         first, last = slots[0], slots[-1]
-        if pending is not None:  # one queue per job: the windows merge, and what ran is not run again
+        if pending is not None:  # one queue per job: a window that meets the pending one extends it
+            adjacent = job.schedule.next_after(pending.until) or pending.until
+            if first > adjacent or last < pending.next_at:
+                raise ConflictError(
+                    f"a backfill is pending ({pending.next_at.isoformat()} to {pending.until.isoformat()}): "
+                    "post a window that meets it, or wait for it to end"
+                )
             first, last = min(first, pending.next_at), max(last, pending.until)
+            if (
+                len(newest_slots(job.schedule, first - timedelta(microseconds=1), last, MAX_BACKFILL + 1))
+                > MAX_BACKFILL
+            ):
+                raise InvalidJob(f"with the pending backfill, more than {MAX_BACKFILL} fires", field="from")
             overlap = pending.overlap if overlap == "buffer_all" else overlap
         backfill = Backfill(next_at=first, until=last, requested_at=now, overlap=overlap)
         stored = self.store.update_job(

@@ -79,6 +79,7 @@ class Executions(Connection):
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
         final: Doc = {"status": {"$nin": LIVE}}
+        counted: Doc = {**final, "trigger": {"$ne": "backfill"}}
 
         def prune() -> int:
             # a claim mark matters only between its insert and the lease write that moves seq on
@@ -86,19 +87,19 @@ class Executions(Connection):
             gone = self.executions.delete_many({**final, "finished_at": {"$lt": older_than}}).deleted_count
             crowded = self.executions.aggregate(
                 [
-                    {"$match": final},
+                    {"$match": counted},
                     {"$group": {"_id": "$job_id", "n": {"$sum": 1}}},
                     {"$match": {"n": {"$gt": keep_per_job}}},
                 ]
             )
             for group in crowded:
                 keep = list(
-                    self.executions.find({**final, "job_id": group["_id"]}, {"_id": 1})
+                    self.executions.find({**counted, "job_id": group["_id"]}, {"_id": 1})
                     .sort([("scheduled_at", DESCENDING), ("_id", DESCENDING)])
                     .limit(keep_per_job)
                 )
                 gone += self.executions.delete_many(
-                    {**final, "job_id": group["_id"], "_id": {"$nin": [d["_id"] for d in keep]}}
+                    {**counted, "job_id": group["_id"], "_id": {"$nin": [d["_id"] for d in keep]}}
                 ).deleted_count
             gone += self.ledger.delete_many({"last_at": {"$lt": older_than}}).deleted_count
             return int(gone)

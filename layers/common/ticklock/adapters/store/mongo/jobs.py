@@ -77,15 +77,22 @@ class Jobs(Connection):
             if doc is None or doc.get("open_alerts") != open_alerts_text(expected):
                 return False
             seq = doc.get("alerts_seq", 0)
+            mark = f"{job_id}:alerts:{seq}"
             try:
-                self.claims.insert_one({"_id": f"{job_id}:alerts:{seq}", "at": ms(datetime.now(UTC))})
+                self.claims.insert_one({"_id": mark, "at": ms(datetime.now(UTC))})
             except DuplicateKeyError:
                 return False
-            self.jobs.update_one(
-                {"_id": job_id, "alerts_seq": doc.get("alerts_seq")},
-                {"$set": {"open_alerts": open_alerts_text(new)}, "$inc": {"alerts_seq": 1}},
-            )
-            return True
+            try:
+                changed = self.jobs.update_one(
+                    {"_id": job_id, "alerts_seq": doc.get("alerts_seq")},
+                    {"$set": {"open_alerts": open_alerts_text(new)}, "$inc": {"alerts_seq": 1}},
+                ).modified_count
+            except Exception:
+                self.claims.delete_one({"_id": mark})  # the state did not move on: the next writer may
+                raise
+            if not changed:
+                self.claims.delete_one({"_id": mark})
+            return changed == 1
 
         return self._call(change)
 

@@ -89,7 +89,7 @@ class Executions(Connection):
                 f"""DELETE FROM executions WHERE id IN (
                         SELECT id FROM (
                             SELECT id, ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY scheduled_at DESC) AS n
-                            FROM executions WHERE {final})
+                            FROM executions WHERE {final} AND trigger != 'backfill')
                         WHERE n > ?)""",
                 (keep_per_job,),
             ).rowcount

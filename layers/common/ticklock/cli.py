@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from ticklock import __version__
+from ticklock.commands import jobs
 from ticklock.domain.schedules import (
     GAP_CHOICES,
     MAX_PREVIEW,
@@ -60,6 +61,7 @@ def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
     cron.add_argument("--after", metavar="T", help="start after this RFC 3339 instant (now)")
     cron.add_argument("--gap", choices=GAP_CHOICES, default="jump", help="spring-forward choice (jump)")
     cron.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto", help="fall-back choice (auto)")
+    jobs.add_commands(commands)
     return parser
 
 
@@ -123,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cron":
         return _cron(args)
+    if args.command in ("jobs", "runs", "fires"):
+        return jobs.run(args)
     if args.command != "serve":
         parser.print_help()
         return 0 if args.command is None else 2

@@ -1,0 +1,53 @@
+"""A client of ticklock's REST API: the bearer token, JSON in and out, and errors that say what the API said."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+
+class ApiError(Exception):
+    """The API answered with an error: its status and its message (and the fields it names)."""
+
+    def __init__(self, status: int, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details or []
+
+
+class Unreachable(Exception):
+    """Nothing answered at the API's address."""
+
+
+class ApiClient:
+    def __init__(self, base: str, token: str | None = None, *, timeout: float = 10.0) -> None:
+        self.base = base.rstrip("/")
+        headers = {"accept": "application/json", "user-agent": "ticklock-cli"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        self._client = httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
+
+    def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None) -> Any:
+        """The answer's JSON (None for 204); raises ``ApiError`` for a 4xx/5xx, ``Unreachable`` if none."""
+        try:
+            response = self._client.request(method, path, params=params, json=body)
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{self.base}: {type(exc).__name__}: {exc}") from None
+        if response.status_code == 204 or not response.content:
+            data: Any = None
+        else:
+            try:
+                data = response.json()
+            except ValueError:
+                data = {"message": response.text[:500]}
+        if response.status_code >= 400:
+            message = data.get("message", response.reason_phrase) if isinstance(data, dict) else str(data)
+            details = data.get("details") if isinstance(data, dict) else None
+            raise ApiError(response.status_code, str(message), details)
+        return data
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,243 @@
+"""``ticklock jobs ls|show|pause|resume|trigger|skip|rm``, ``ticklock runs JOB`` and ``ticklock fires JOB``:
+the REST API for people (tables) and scripts (``--json``).
+
+A JOB is its id or its name. Exit codes: 0 done; 1 the API refused (its message is printed); 3 no API
+answered at ``--api``; 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ticklock.commands.client import ApiClient, ApiError, Unreachable
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+DEFAULT_API = "http://127.0.0.1:8080"
+PAGE = 500
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``jobs``, ``runs`` and ``fires`` to the ``ticklock`` parser's subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--api", default=None, metavar="URL", help=f"the REST API (env TICKLOCK_API_URL, {DEFAULT_API})"
+    )
+    common.add_argument("--token", default=None, help="the bearer token (env TICKLOCK_API_TOKEN)")
+    common.add_argument("--json", action="store_true", help="print the API's JSON, for scripts")
+
+    jobs = commands.add_parser("jobs", help="list, show, pause, resume, trigger, skip or delete jobs")
+    actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = actions.add_parser("ls", parents=[common], help="list the jobs")
+    ls.add_argument("--handler", help="only the jobs of this handler")
+    state = ls.add_mutually_exclusive_group()
+    state.add_argument("--enabled", dest="enabled", action="store_const", const=True, help="only enabled jobs")
+    state.add_argument("--paused", dest="enabled", action="store_const", const=False, help="only paused jobs")
+    for name, help_text in (
+        ("show", "show one job"),
+        ("resume", "schedule a paused or held job again, from now"),
+        ("trigger", "run a job now, without moving its schedule"),
+        ("rm", "delete a job and its history"),
+    ):
+        actions.add_parser(name, parents=[common], help=help_text).add_argument("job", metavar="JOB")
+    pause = actions.add_parser("pause", parents=[common], help="stop scheduling a job, with a note, or until T")
+    pause.add_argument("job", metavar="JOB")
+    pause.add_argument("--note", help="why, for whoever looks next")
+    pause.add_argument("--until", metavar="T", help="resume by itself at its first fire at or after T (RFC 3339)")
+    skip = actions.add_parser("skip", parents=[common], help="skip a job's next fires")
+    skip.add_argument("job", metavar="JOB")
+    skip.add_argument("count", type=int, metavar="COUNT")
+    skip.add_argument("--note", help="why")
+
+    runs = commands.add_parser("runs", parents=[common], help="a job's executions, newest first")
+    runs.add_argument("job", metavar="JOB")
+    runs.add_argument("--limit", type=int, default=20, help="how many (20)")
+    fires = commands.add_parser("fires", parents=[common], help="what became of every fire of a job lately")
+    fires.add_argument("job", metavar="JOB")
+    fires.add_argument("--since", default="1h", metavar="SPAN", help="how far back: 30s, 15m, 1h, 2d (1h)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a ``jobs`` / ``runs`` / ``fires`` command; returns the exit code."""
+    base = args.api or os.environ.get("TICKLOCK_API_URL") or DEFAULT_API
+    client = ApiClient(base, args.token or os.environ.get("TICKLOCK_API_TOKEN"))
+    try:
+        command = _COMMANDS[args.action if args.command == "jobs" else args.command]
+        data, text = command(client, args)
+    except ApiError as exc:
+        fields = "".join(f"\n  {d.get('field')}: {d.get('message')}" for d in exc.details if d.get("field"))
+        print(f"ticklock: {exc.status}: {exc.message}{fields}", file=sys.stderr)
+        return EXIT_REFUSED
+    except Unreachable as exc:
+        print(f"ticklock: no API answered: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except ValueError as exc:
+        print(f"ticklock: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        client.close()
+    print(json.dumps(data, indent=2) if args.json else text)
+    return 0
+
+
+# -- the commands: each returns (the API's JSON, the text for people) ------------------------------------
+def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    params: dict[str, Any] = {"limit": PAGE}
+    if args.handler:
+        params["handler"] = args.handler
+    if args.enabled is not None:
+        params["enabled"] = "true" if args.enabled else "false"
+    items = list(_pages(client, "/jobs", params))
+    rows = [("ID", "NAME", "HANDLER", "SCHEDULE", "NEXT FIRE", "STATE")]
+    rows += [
+        (j["id"][:8], j["name"], j["handler"], schedule_words(j["schedule"]), _when(j["next_run_at"]), state(j))
+        for j in items
+    ]
+    return items, table(rows) if items else "no jobs"
+
+
+def _show(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    lines = [
+        ("id", job["id"]),
+        ("name", job["name"]),
+        ("handler", job["handler"]),
+        ("schedule", f"{schedule_words(job['schedule'])}  {json.dumps(job['schedule'])}"),
+        ("state", state(job)),
+        ("next fire", _when(job["next_run_at"])),
+        ("timeout", f"{job['timeout']:g} s, retries {job['max_retries']}"),
+        ("policy", json.dumps(job["policy"])),
+    ]
+    if job.get("hold"):
+        hold = job["hold"]
+        lines.append(("hold", f"{hold['kind']} until {_when(hold.get('resumes_at'))}: {hold.get('note') or '-'}"))
+    for alert in job.get("open_alerts") or []:
+        lines.append(("alert", f"{alert['condition']} since {_when(alert['raised_at'])}: {alert['detail']}"))
+    width = max(len(k) for k, _ in lines)
+    return job, "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _action(path: str, body: Callable[[argparse.Namespace], Any] | None = None) -> Callable[..., tuple[Any, str]]:
+    def act(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+        job = find(client, args.job)
+        data = client.call("POST", f"/jobs/{job['id']}/{path}", body=body(args) if body else None)
+        return data, f"{job['name']}: {state(data)}, next fire {_when(data.get('next_run_at'))}"
+
+    return act
+
+
+def _pause_body(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in (("note", args.note), ("until", args.until)) if v is not None}
+
+
+def _rm(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    client.call("DELETE", f"/jobs/{job['id']}")
+    return {"deleted": job["id"]}, f"{job['name']}: deleted"
+
+
+def _runs(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    items = client.call("GET", f"/jobs/{job['id']}/executions", params={"limit": args.limit})["items"]
+    rows = [("FIRE", "TRIGGER", "STATUS", "LAG", "DURATION", "ATTEMPTS", "ERROR")]
+    for e in items:
+        duration = "-" if e["duration"] is None else f"{e['duration']:.3f} s"
+        rows.append((_when(e["scheduled_at"]), e["trigger"], e["status"], f"{e['lag']:.3f} s", duration,
+                     str(e["attempts"]), (e["error"] or "")[:80]))  # fmt: skip
+    return items, table(rows) if items else f"{job['name']}: no runs"
+
+
+def _fires(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    now = datetime.now(UTC)
+    params = {"from": (now - span(args.since)).isoformat(), "to": now.isoformat(), "limit": 1000}
+    items = client.call("GET", f"/jobs/{job['id']}/fires", params=params)["items"]
+    rows = [("FIRE", "TRIGGER", "STATUS", "REASON")]
+    rows += [(_when(i["at"]), i["trigger"], i["status"], i.get("reason") or "") for i in items]
+    return items, table(rows) if items else f"{job['name']}: no fires since {args.since} ago"
+
+
+_COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace], tuple[Any, str]]] = {
+    "ls": _ls,
+    "show": _show,
+    "pause": _action("pause", _pause_body),
+    "resume": _action("resume"),
+    "trigger": _action("trigger"),
+    "skip": _action("skip", lambda a: {"count": a.count, **({"note": a.note} if a.note else {})}),
+    "rm": _rm,
+    "runs": _runs,
+    "fires": _fires,
+}
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+def find(client: ApiClient, ref: str) -> dict[str, Any]:
+    """The job whose id or name is ``ref``."""
+    if re.fullmatch(r"[0-9a-f]{32}", ref):
+        try:
+            return dict(client.call("GET", f"/jobs/{ref}"))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+    for job in _pages(client, "/jobs", {"limit": PAGE}):
+        if job["name"] == ref:
+            return dict(job)
+    raise ApiError(404, f"no job has the id or the name {ref!r}")
+
+
+def _pages(client: ApiClient, path: str, params: dict[str, Any]) -> Any:
+    after = None
+    while True:
+        page = client.call("GET", path, params={**params, **({"after": after} if after else {})})
+        yield from page["items"]
+        after = page.get("next")
+        if not after:
+            return
+
+
+def schedule_words(schedule: dict[str, Any]) -> str:
+    if schedule["kind"] == "interval":
+        return f"every {schedule['seconds']} s"
+    if schedule["kind"] == "once":
+        return f"once at {schedule['at']}"
+    zone = schedule.get("timezone", "UTC")
+    return f"cron {schedule['expr']}" + ("" if zone == "UTC" else f" ({zone})")
+
+
+def state(job: dict[str, Any]) -> str:
+    words = ["enabled" if job.get("enabled") else "paused"]
+    if job.get("hold") and job["hold"]["kind"] == "skip":
+        words.append("skipping")
+    elif job.get("hold") and job.get("enabled"):
+        words.append("held")
+    if job.get("open_alerts"):
+        words.append("alerting")
+    if job.get("running"):
+        words.append("running")
+    return ", ".join(words)
+
+
+def span(text: str) -> timedelta:
+    """``30s``, ``15m``, ``1h``, ``2d`` as a duration."""
+    found = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if not found:
+        raise ValueError(f"--since must be a number and s, m, h or d (such as 1h), got {text!r}")
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
+    return timedelta(seconds=int(found.group(1)) * unit)
+
+
+def _when(value: str | None) -> str:
+    return "-" if not value else value.replace("T", " ").replace("+00:00", "Z")
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,52 @@ def test_jobs_runs_and_fires_from_the_command_line(start: Callable[..., Serve]) 
 def test_no_api_at_the_address_is_exit_3() -> None:
     answered = run_cli("jobs", "ls", "--api", "http://127.0.0.1:9")
     assert answered.returncode == 3 and "no API answered" in answered.stderr
+
+
+def test_apply_plans_applies_once_prunes_and_exports_jobs_as_code(start: Callable[..., Serve], tmp_path: Path) -> None:
+    serve = start()
+    api = ["--api", serve.url]
+    serve.create(name="stray", handler="noop", schedule={"kind": "interval", "seconds": 600})
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        """jobs:
+  - name: report
+    handler: noop
+    schedule: {kind: cron, expr: "@hourly", timezone: Europe/London}
+    policy: {overlap: buffer_one}
+  - name: heartbeat
+    handler: noop
+    schedule: {kind: interval, seconds: 30}
+    alerts: {no_success_for: 120}
+"""
+    )
+    planned = run_cli("apply", "-f", str(jobs), "--plan", *api)
+    assert planned.returncode == 4, planned.stderr  # changes pending
+    assert "+ report: create" in planned.stdout and "+ heartbeat: create" in planned.stdout
+    assert "stray" not in planned.stdout  # not without --prune
+    assert run_cli("apply", "-f", str(jobs), *api).returncode == 0
+    again = run_cli("apply", "-f", str(jobs), "--plan", *api)
+    assert again.returncode == 0 and "no changes" in again.stdout  # applied: the second plan is empty
+    assert run_cli("apply", "-f", str(jobs), *api).returncode == 0  # and a second apply changes nothing
+    report = json.loads(run_cli("jobs", "show", "report", "--json", *api).stdout)
+    assert report["version"] == 1 and report["policy"]["overlap"] == "buffer_one"
+
+    jobs.write_text(jobs.read_text().replace("seconds: 30", "seconds: 45"))
+    changed = run_cli("apply", "-f", str(jobs), "--plan", "--prune", *api)
+    assert changed.returncode == 4
+    assert "~ heartbeat:" in changed.stdout and '"seconds": 30' in changed.stdout and '"seconds": 45' in changed.stdout
+    assert "- stray: delete" in changed.stdout
+    assert run_cli("apply", "-f", str(jobs), "--prune", *api).returncode == 0
+    names = {j["name"] for j in json.loads(run_cli("jobs", "ls", "--json", *api).stdout)}
+    assert {"report", "heartbeat"} <= names and "stray" not in names
+
+    exported = tmp_path / "live.yaml"
+    assert run_cli("export", "-o", str(exported), *api).returncode == 0
+    round_trip = run_cli("apply", "-f", str(exported), "--plan", "--prune", *api)
+    assert round_trip.returncode == 0, round_trip.stdout  # what export writes is what is live
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs:\n  - name: x\n    handler: noop\n    schedule: {kind: cron, expr: '61 * * * * *'}\n")
+    refused = run_cli("apply", "-f", str(bad), "--plan", *api)
+    assert refused.returncode == 2 and "job 'x'" in refused.stderr
+    assert serve.terminate() == 0

@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cron":
         return _cron(args)
-    if args.command in ("jobs", "runs", "fires"):
+    if args.command in jobs.COMMANDS:
         return jobs.run(args)
     if args.command != "serve":
         parser.print_help()

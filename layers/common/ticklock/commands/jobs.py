@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,14 +25,20 @@ DEFAULT_API = "http://127.0.0.1:8080"
 PAGE = 500
 
 
+COMMANDS = ("jobs", "runs", "fires", "apply", "export")
+
+
 def add_commands(commands: Any) -> None:
-    """Add ``jobs``, ``runs`` and ``fires`` to the ``ticklock`` parser's subcommands."""
+    """Add ``jobs``, ``runs``, ``fires``, ``apply`` and ``export`` to the ``ticklock`` parser's subcommands."""
+    from ticklock.commands import apply
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--api", default=None, metavar="URL", help=f"the REST API (env TICKLOCK_API_URL, {DEFAULT_API})"
     )
     common.add_argument("--token", default=None, help="the bearer token (env TICKLOCK_API_TOKEN)")
     common.add_argument("--json", action="store_true", help="print the API's JSON, for scripts")
+    apply.add_commands(commands, common)
 
     jobs = commands.add_parser("jobs", help="list, show, pause, resume, trigger, skip or delete jobs")
     actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -66,12 +72,17 @@ def add_commands(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out a ``jobs`` / ``runs`` / ``fires`` command; returns the exit code."""
+    """Carry out one of the COMMANDS; returns the exit code."""
+    from ticklock.commands import apply
+
     base = args.api or os.environ.get("TICKLOCK_API_URL") or DEFAULT_API
     client = ApiClient(base, args.token or os.environ.get("TICKLOCK_API_TOKEN"))
     try:
-        command = _COMMANDS[args.action if args.command == "jobs" else args.command]
-        data, text = command(client, args)
+        if args.command in ("apply", "export"):
+            data, text, code = (apply.apply if args.command == "apply" else apply.export)(client, args)
+        else:
+            data, text = _COMMANDS[args.action if args.command == "jobs" else args.command](client, args)
+            code = 0
     except ApiError as exc:
         fields = "".join(f"\n  {d.get('field')}: {d.get('message')}" for d in exc.details if d.get("field"))
         print(f"ticklock: {exc.status}: {exc.message}{fields}", file=sys.stderr)
@@ -79,13 +90,13 @@ def run(args: argparse.Namespace) -> int:
     except Unreachable as exc:
         print(f"ticklock: no API answered: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # a bad argument, a bad or missing file
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         client.close()
     print(json.dumps(data, indent=2) if args.json else text)
-    return 0
+    return code
 
 
 # -- the commands: each returns (the API's JSON, the text for people) ------------------------------------
@@ -95,7 +106,7 @@ def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
         params["handler"] = args.handler
     if args.enabled is not None:
         params["enabled"] = "true" if args.enabled else "false"
-    items = list(_pages(client, "/jobs", params))
+    items = list(pages(client, "/jobs", params))
     rows = [("ID", "NAME", "HANDLER", "SCHEDULE", "NEXT FIRE", "STATE")]
     rows += [
         (j["id"][:8], j["name"], j["handler"], schedule_words(j["schedule"]), _when(j["next_run_at"]), state(j))
@@ -187,13 +198,14 @@ def find(client: ApiClient, ref: str) -> dict[str, Any]:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-    for job in _pages(client, "/jobs", {"limit": PAGE}):
+    for job in pages(client, "/jobs", {"limit": PAGE}):
         if job["name"] == ref:
             return dict(job)
     raise ApiError(404, f"no job has the id or the name {ref!r}")
 
 
-def _pages(client: ApiClient, path: str, params: dict[str, Any]) -> Any:
+def pages(client: ApiClient, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every item of a paged listing (its ``next`` cursor followed as ``after``)."""
     after = None
     while True:
         page = client.call("GET", path, params={**params, **({"after": after} if after else {})})

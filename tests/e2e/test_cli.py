@@ -111,3 +111,37 @@ def test_apply_plans_applies_once_prunes_and_exports_jobs_as_code(start: Callabl
     refused = run_cli("apply", "-f", str(bad), "--plan", *api)
     assert refused.returncode == 2 and "job 'x'" in refused.stderr
     assert serve.terminate() == 0
+
+
+def test_jobs_create_edit_and_backfill_from_the_command_line(start: Callable[..., Serve]) -> None:
+    serve = start()
+    api = ["--api", serve.url]
+    made = run_cli(
+        "jobs", "create", "cleanup", "--handler", "noop", "--cron", "0 * * * * *", "--tz", "Europe/Paris", *api
+    )
+    assert made.returncode == 0 and "created" in made.stdout, made.stderr
+    bad = run_cli("jobs", "create", "broken", "--handler", "noop", "--cron", "61 * * * * *", *api)
+    assert bad.returncode == 1 and "schedule.expr" in bad.stderr  # the API's message, naming the field
+    edited = run_cli("jobs", "edit", "cleanup", "--timeout", "5", "--policy", '{"overlap": "buffer_one"}', *api)
+    assert edited.returncode == 0, edited.stderr
+    job = json.loads(run_cli("jobs", "show", "cleanup", "--json", *api).stdout)
+    assert job["timeout"] == 5.0 and job["policy"]["overlap"] == "buffer_one"
+    assert job["schedule"]["timezone"] == "Europe/Paris"
+    dry = run_cli(
+        "jobs",
+        "backfill",
+        "cleanup",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T00:04:30Z",
+        "--dry-run",
+        "--json",
+        *api,
+    )
+    assert dry.returncode == 0, dry.stderr
+    answer = json.loads(dry.stdout)
+    assert answer["dry_run"] is True and answer["count"] == 5  # 00:00 to 00:04, whole minutes
+    nothing = run_cli("jobs", "edit", "cleanup", *api)
+    assert nothing.returncode == 2 and "nothing to change" in nothing.stderr
+    assert serve.terminate() == 0

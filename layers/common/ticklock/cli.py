@@ -62,6 +62,10 @@ def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
     cron.add_argument("--gap", choices=GAP_CHOICES, default="jump", help="spring-forward choice (jump)")
     cron.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto", help="fall-back choice (auto)")
     jobs.add_commands(commands)
+    complete = commands.add_parser(
+        "completion", help="print a shell completion script: source <(ticklock completion bash)"
+    )
+    complete.add_argument("shell", choices=("bash",))
     return parser
 
 
@@ -125,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cron":
         return _cron(args)
+    if args.command == "completion":
+        from ticklock.commands import completion
+
+        print(completion.bash(parser), end="")
+        return 0
     if args.command in jobs.COMMANDS:
         return jobs.run(args)
     if args.command != "serve":

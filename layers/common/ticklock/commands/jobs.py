@@ -62,6 +62,21 @@ def add_commands(commands: Any) -> None:
     skip.add_argument("job", metavar="JOB")
     skip.add_argument("count", type=int, metavar="COUNT")
     skip.add_argument("--note", help="why")
+    create = actions.add_parser("create", parents=[common], help="create a job")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument("--handler", required=True)
+    _definition_options(create)
+    edit = actions.add_parser("edit", parents=[common], help="change the fields given of a job")
+    edit.add_argument("job", metavar="JOB")
+    edit.add_argument("--name", help="a new name")
+    edit.add_argument("--handler")
+    _definition_options(edit)
+    backfill = actions.add_parser("backfill", parents=[common], help="run the fires of a past window again, once each")
+    backfill.add_argument("job", metavar="JOB")
+    backfill.add_argument("--from", dest="start", required=True, metavar="T", help="the window's start (RFC 3339)")
+    backfill.add_argument("--to", dest="end", required=True, metavar="T", help="its end, not after now")
+    backfill.add_argument("--overlap", choices=("buffer_all", "allow_all"), default="buffer_all")
+    backfill.add_argument("--dry-run", action="store_true", help="list the fires it would run, run none")
 
     runs = commands.add_parser("runs", parents=[common], help="a job's executions, newest first")
     runs.add_argument("job", metavar="JOB")
@@ -149,6 +164,74 @@ def _pause_body(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in (("note", args.note), ("until", args.until)) if v is not None}
 
 
+def _definition_options(parser: argparse.ArgumentParser) -> None:
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--cron", metavar="EXPR", help="six fields, seconds first, or @hourly and the like")
+    shape.add_argument("--every", type=int, metavar="SECONDS", help="an interval, from the end of each run")
+    shape.add_argument("--at", metavar="T", help="once, at this instant (RFC 3339)")
+    parser.add_argument("--tz", metavar="ZONE", help="the cron fields' timezone (UTC)")
+    parser.add_argument("--payload", metavar="JSON", help="the payload, a JSON object")
+    parser.add_argument("--timeout", type=float, help="seconds, retries included (60)")
+    parser.add_argument("--max-retries", type=int, dest="max_retries")
+    parser.add_argument("--policy", metavar="JSON", help="the whole policy, a JSON object")
+    parser.add_argument("--alerts", metavar="JSON", help="the whole set of alert rules, a JSON object")
+    state = parser.add_mutually_exclusive_group()
+    state.add_argument("--enabled", dest="enabled", action="store_const", const=True)
+    state.add_argument("--disabled", dest="enabled", action="store_const", const=False)
+
+
+def _definition(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields the options give, as the API takes them (an edit sends only these)."""
+    body: dict[str, Any] = {}
+    if args.cron is not None:
+        body["schedule"] = {"kind": "cron", "expr": args.cron, **({"timezone": args.tz} if args.tz else {})}
+    elif args.every is not None:
+        body["schedule"] = {"kind": "interval", "seconds": args.every}
+    elif args.at is not None:
+        body["schedule"] = {"kind": "once", "at": args.at}
+    elif args.tz is not None:
+        raise ValueError("--tz goes with --cron")
+    for key in ("payload", "policy", "alerts"):
+        text = getattr(args, key)
+        if text is not None:
+            try:
+                body[key] = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"--{key} is not JSON: {exc}") from None
+    for key in ("timeout", "max_retries", "enabled", "handler"):
+        if getattr(args, key, None) is not None:
+            body[key] = getattr(args, key)
+    if getattr(args, "name", None) is not None and args.action == "edit":
+        body["name"] = args.name
+    return body
+
+
+def _create(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    body = _definition(args)
+    if "schedule" not in body:
+        raise ValueError("a job needs a schedule: --cron, --every or --at")
+    job = client.call("POST", "/jobs", body={"name": args.name, **body})
+    return job, f"{job['name']}: created ({job['id']}), next fire {_when(job['next_run_at'])}"
+
+
+def _edit(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    body = _definition(args)
+    if not body:
+        raise ValueError("nothing to change: give the fields to change")
+    changed = client.call("PATCH", f"/jobs/{job['id']}", body=body)
+    return changed, f"{changed['name']}: changed ({', '.join(sorted(body))}), version {changed['version']}"
+
+
+def _backfill(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    body = {"from": args.start, "to": args.end, "overlap": args.overlap, "dry_run": args.dry_run}
+    answer = client.call("POST", f"/jobs/{job['id']}/backfill", body=body)
+    rows = [("FIRE", "")] + [(_when(f["at"]), "already backfilled" if f["backfilled"] else "") for f in answer["fires"]]
+    verb = "would run" if args.dry_run else "will run"
+    return answer, f"{table(rows)}\n{job['name']}: {answer['count']} fires {verb}"
+
+
 def _rm(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     job = find(client, args.job)
     client.call("DELETE", f"/jobs/{job['id']}")
@@ -184,6 +267,9 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace], tuple[Any, str]]]
     "trigger": _action("trigger"),
     "skip": _action("skip", lambda a: {"count": a.count, **({"note": a.note} if a.note else {})}),
     "rm": _rm,
+    "create": _create,
+    "edit": _edit,
+    "backfill": _backfill,
     "runs": _runs,
     "fires": _fires,
 }

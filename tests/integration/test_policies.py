@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -395,3 +396,35 @@ def test_the_lock_is_released_before_the_advance_so_a_buffered_fire_due_at_once_
     engine.runner(locker).run(engine.claim())
     assert locker.leased_at_release == [True]  # released while the claim still held the job
     assert _next(engine, job) == 20 and locker.acquire(f"job:{job.id}", 10) is not None
+
+
+class _SlowComplete:
+    """The store, with ``complete`` as two writes and ``between`` run between them (as on MongoDB)."""
+
+    def __init__(self, store: Store, between: Callable[[], None]) -> None:
+        self._store, self._between = store, between
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def complete(self, execution: Execution, fire: Fire, *, next_run_at: Any, now: Any) -> tuple[bool, bool]:
+        if not self._store.finish_execution(execution):
+            return False, False
+        self._between()
+        return True, self._store.advance(fire, next_run_at=next_run_at, now=now) or True  # as a group commit says
+
+
+@pytest.mark.parametrize(("overlap", "after"), [(Overlap.SKIP, 30), (Overlap.CANCEL_OTHER, 10)])
+def test_a_duplicate_between_the_final_write_and_the_advance_advances_as_the_run_would(
+    engine: Engine, overlap: Overlap, after: int
+) -> None:
+    job = engine.add("long", policy=Policy(overlap=overlap))
+    fire = engine.claim()
+    outcomes = []
+    runner = engine.runner()
+    runner.store = _SlowComplete(engine.store, lambda: outcomes.append(engine.runner().run(fire)))  # type: ignore[assignment]
+    runner.run(fire)
+    assert [o.skipped for o in outcomes] == [SkipReason.DUPLICATE]  # the lock was free: it took the advance
+    assert _next(engine, job) == after
+    if overlap is Overlap.SKIP:
+        assert engine.ledger(job) == [("overlap_skip", 10, 20, 2)]  # once, as the run itself records it

@@ -112,7 +112,7 @@ class Outbox:
         """Stop the delivery thread (what is still waiting for a retry is dropped, and logged as left)."""
         with self._idle:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-            left = self._pending
+            left, self._pending, self._sending = self._pending, 0, None  # a reused outbox starts afresh
         if loop is None or thread is None:
             return
         if left:
@@ -190,7 +190,7 @@ class Alerts:
         if execution.trigger is not Trigger.SCHEDULE:
             return
         if execution.status is ExecutionStatus.SUCCESS:
-            if not job.open_alerts and rules is not None:
+            if rules is not None:
                 job = self.store.get_job(job.id)  # the claim's copy may predate an alert raised since
             for condition in list(job.open_alerts):
                 self._change(job, Condition(condition), None)
@@ -198,7 +198,9 @@ class Alerts:
         if rules is None or rules.failures_in_a_row is None or execution.status not in _FAILED:
             return
         count = rules.failures_in_a_row
-        recent = self.store.list_executions(job.id, limit=count)
+        # the schedule's runs only: a manual or backfill run neither adds to the streak nor breaks it
+        listed = self.store.list_executions(job.id, limit=min(4 * count + 10, 1000))
+        recent = [e for e in listed if e.trigger is Trigger.SCHEDULE][:count]
         if len(recent) == count and all(e.status in _FAILED for e in recent):
             detail = f"the last {count} runs failed; the last: {execution.status.value}: {execution.error or '-'}"
             self._change(job, Condition.FAILURES, detail)

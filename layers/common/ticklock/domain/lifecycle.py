@@ -249,7 +249,10 @@ class TaskRunner:
         now = self.clock.now()
         if existing.status.final:
             log.info("fire.skipped", extra={**fields, "reason": "duplicate", "execution_id": existing.id})
-            self._skip(fire, SkipReason.DUPLICATE)
+            # advanced as the run it duplicates advances (from the same start), should that advance not
+            # have landed yet: both then compute one next fire and the same ledger entries
+            ran = existing.started_at if existing.status is not ExecutionStatus.LOST else None
+            self._skip(fire, SkipReason.DUPLICATE, started=ran)
             return SkipReason.DUPLICATE
         orphaned = existing.deadline_at + timedelta(seconds=LOCK_MARGIN) < now
         if existing.status is ExecutionStatus.RUNNING and not orphaned:
@@ -502,14 +505,14 @@ class TaskRunner:
             )
             return None, reason
 
-    def _advance(self, fire: Fire, *, expected: bool = True) -> bool:
+    def _advance(self, fire: Fire, *, expected: bool = True, started: datetime | None = None) -> bool:
         now = self.clock.now()
-        next_run, stop = self._next_run(fire, now, None)
+        next_run, stop = self._next_run(fire, now, started)
         advanced = self.store.advance(fire, next_run_at=next_run, now=now)
         if not advanced and expected:
             log.warning("fire.advance_lost", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()})
         if advanced:
-            self._passed(fire, next_run, None, now)
+            self._passed(fire, next_run, started, now)
         if advanced and stop is not None:
             self._disabled(fire, stop, None)
         return advanced
@@ -618,14 +621,14 @@ class TaskRunner:
                 log.warning("job.disabled_reason_lost", extra={**fields, "error": exc.message})
                 return
 
-    def _skip(self, fire: Fire, reason: SkipReason) -> Outcome:
+    def _skip(self, fire: Fire, reason: SkipReason, *, started: datetime | None = None) -> Outcome:
         fields = {"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
         self._safely("metrics.failed", fields, self.metrics.fire_skipped, fire.job.handler, reason.value)
         final = _FINAL_SKIPS.get(reason)
         if reason in _ADVANCE_AFTER:
             # a duplicate's job was normally advanced by the run it duplicates: only a crash between the
             # final write and the advance leaves it to be done here
-            advanced = self._advance(fire, expected=reason is not SkipReason.DUPLICATE)
+            advanced = self._advance(fire, expected=reason is not SkipReason.DUPLICATE, started=started)
             # this fire will not run: the ledger says why - once its claim was still this one's (the
             # advance, guarded by the lease, applied) and no delivery of it has run (or runs) already
             if final is not None and advanced and not self._has_run(fire):

@@ -409,8 +409,9 @@ class JobService:
         pending = job.backfill
         first, last = slots[0], slots[-1]
         if pending is not None:  # one queue per job: a window that meets the pending one extends it
-            adjacent = job.schedule.next_after(pending.until) or pending.until
-            if first > adjacent or last < pending.next_at:
+            after_pending = job.schedule.next_after(pending.until) or pending.until
+            after_window = job.schedule.next_after(last) or last
+            if first > after_pending or after_window < pending.next_at:  # neither meets nor overlaps it
                 raise ConflictError(
                     f"a backfill is pending ({pending.next_at.isoformat()} to {pending.until.isoformat()}): "
                     "post a window that meets it, or wait for it to end"

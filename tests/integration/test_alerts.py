@@ -190,3 +190,26 @@ def test_a_delivery_that_fails_is_tried_again_then_given_up(monkeypatch: pytest.
     outbox.post("http://x.test/hook", {"a": 2})
     assert outbox.flush(5) and calls[3:] == [{"a": 2}] * 4  # the first try and three more, then given up
     outbox.close()
+
+
+def test_one_destinations_deliveries_keep_their_order_through_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ticklock.domain import alerts as module
+
+    monkeypatch.setattr(module, "RETRY_WAITS", (0.05, 0.05))
+    got: list[tuple[str, Any]] = []
+
+    class Receiver:
+        failures = 1
+
+        async def post(self, url: str, document: Any) -> None:
+            if document["n"] == 1 and self.failures:  # the first fails once: the second must wait for it
+                self.failures -= 1
+                raise RuntimeError("receiver down")
+            got.append((url, document["n"]))
+
+    outbox = Outbox(Receiver(), None)
+    outbox.post("http://a.test/hook", {"n": 1})
+    outbox.post("http://a.test/hook", {"n": 2})
+    assert outbox.flush(5)
+    assert [n for _, n in got] == [1, 2]
+    outbox.close()

@@ -422,7 +422,7 @@ def test_a_duplicate_between_the_final_write_and_the_advance_advances_as_the_run
     fire = engine.claim()
     outcomes = []
     runner = engine.runner()
-    runner.store = _SlowComplete(engine.store, lambda: outcomes.append(engine.runner().run(fire)))  # type: ignore[assignment]
+    runner.store = _SlowComplete(engine.store, lambda: outcomes.append(engine.runner().run(fire)))
     runner.run(fire)
     assert [o.skipped for o in outcomes] == [SkipReason.DUPLICATE]  # the lock was free: it took the advance
     assert _next(engine, job) == after

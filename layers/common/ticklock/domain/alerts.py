@@ -90,18 +90,19 @@ class Outbox:
         self._pending = 0
         self._idle = threading.Condition()
         self._sending: asyncio.Semaphore | None = None  # at most MAX_SENDING calls at once
+        self._in_order: dict[str, asyncio.Lock] = {}  # one per destination (they are few: the jobs' and the default)
 
     def post(self, url: str, document: Mapping[str, Any]) -> None:
         if self.webhook is not None:
             sender = self.webhook
             parts = urlsplit(url)  # logged as scheme and host: a webhook's path and query often carry its key
             where = f"{parts.scheme}://{parts.hostname}"
-            self._submit(f"webhook {where}", lambda: sender.post(url, document))
+            self._submit(url, f"webhook {where}", lambda: sender.post(url, document))
 
     def mail(self, to: str, subject: str, body: str) -> None:
         if self.email is not None:
             sender = self.email
-            self._submit(f"email to {to}", lambda: sender.send(to, subject, body))
+            self._submit(to, f"email to {to}", lambda: sender.send(to, subject, body))
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every delivery to be made or given up; True if none is left."""
@@ -113,6 +114,7 @@ class Outbox:
         with self._idle:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
             left, self._pending, self._sending = self._pending, 0, None  # a reused outbox starts afresh
+            self._in_order = {}
         if loop is None or thread is None:
             return
         if left:
@@ -122,7 +124,7 @@ class Outbox:
         if not thread.is_alive():
             loop.close()
 
-    def _submit(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+    def _submit(self, target: str, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
         with self._idle:
             self._pending += 1
             if self._loop is None:
@@ -130,30 +132,37 @@ class Outbox:
                 self._thread = threading.Thread(target=self._loop.run_forever, name="ticklock-alerts", daemon=True)
                 self._thread.start()
             loop = self._loop
-        asyncio.run_coroutine_threadsafe(self._deliver(what, deliver), loop)
+        asyncio.run_coroutine_threadsafe(self._deliver(target, what, deliver), loop)
 
-    async def _deliver(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+    async def _deliver(self, target: str, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
         if self._sending is None:
-            self._sending = asyncio.Semaphore(MAX_SENDING)
+            self._sending, self._in_order = asyncio.Semaphore(MAX_SENDING), {}
+        # one destination's deliveries go in the order they were asked for (a raise before its clear),
+        # each with its retries; different destinations go side by side
+        turn = self._in_order.setdefault(target, asyncio.Lock())
         try:
-            for attempt, wait in enumerate((*RETRY_WAITS, None), start=1):
-                try:
-                    async with self._sending:
-                        await deliver()
-                    return
-                except Exception as exc:  # noqa: BLE001 - a receiver may fail any way: try again, then give up
-                    if wait is None or isinstance(exc, ValueError):  # ValueError: it never can be delivered
-                        log.error(
-                            "alert.delivery_failed",
-                            extra={"to": what, "attempts": attempt, "error": type(exc).__name__},
-                        )
-                        return
-                    log.warning("alert.delivery_retry", extra={"to": what, "error": type(exc).__name__, "wait": wait})
-                    await asyncio.sleep(wait)
+            async with turn:
+                await self._attempts(what, deliver)
         finally:
             with self._idle:
                 self._pending -= 1
                 self._idle.notify_all()
+
+    async def _attempts(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
+        assert self._sending is not None
+        for attempt, wait in enumerate((*RETRY_WAITS, None), start=1):
+            try:
+                async with self._sending:
+                    await deliver()
+                return
+            except Exception as exc:  # noqa: BLE001 - a receiver may fail any way: try again, then give up
+                if wait is None or isinstance(exc, ValueError):  # ValueError: it never can be delivered
+                    log.error(
+                        "alert.delivery_failed", extra={"to": what, "attempts": attempt, "error": type(exc).__name__}
+                    )
+                    return
+                log.warning("alert.delivery_retry", extra={"to": what, "error": type(exc).__name__, "wait": wait})
+                await asyncio.sleep(wait)
 
 
 _FAILED = frozenset(s for s in ExecutionStatus if s.final and s is not ExecutionStatus.SUCCESS)

@@ -121,7 +121,8 @@ def test_jobs_create_edit_and_backfill_from_the_command_line(start: Callable[...
     )
     assert made.returncode == 0 and "created" in made.stdout, made.stderr
     bad = run_cli("jobs", "create", "broken", "--handler", "noop", "--cron", "61 * * * * *", *api)
-    assert bad.returncode == 1 and "schedule.expr" in bad.stderr  # the API's message, naming the field
+    assert bad.returncode == 1 and "schedule.cron.expr" in bad.stderr  # the API's message, naming the field
+    assert bad.stderr.count("out of range") == 1  # said once
     edited = run_cli("jobs", "edit", "cleanup", "--timeout", "5", "--policy", '{"overlap": "buffer_one"}', *api)
     assert edited.returncode == 0, edited.stderr
     job = json.loads(run_cli("jobs", "show", "cleanup", "--json", *api).stdout)

@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
             data, text = _COMMANDS[args.action if args.command == "jobs" else args.command](client, args)
             code = 0
     except ApiError as exc:
-        fields = "".join(f"\n  {d.get('field')}: {d.get('message')}" for d in exc.details if d.get("field"))
+        named = [f"{d.get('field')}: {d.get('message')}" for d in exc.details if d.get("field")]
+        fields = "".join(f"\n  {line}" for line in named if line != exc.message)  # the message may be the one
         print(f"ticklock: {exc.status}: {exc.message}{fields}", file=sys.stderr)
         return EXIT_REFUSED
     except Unreachable as exc:

@@ -11,6 +11,11 @@ Rules beyond the reference, each tested in tests/integration/test_lifecycle.py:
 * A publisher or metrics failure is logged and never fails the run. A lock-backend outage follows
   ``lock_failure``: ``skip`` (default; the fire is skipped, counted and logged) or ``run`` (fail open:
   the unique execution row still stops a second run of the same fire).
+* The lock goes when the run ends, before the final write and the advance (a fire due at once must not
+  meet it); a duplicate delivery in between meets the row, and if it finds it final it advances the job
+  from the run's own start, as the run does. A sync handler still running past its deadline keeps it.
+* How a job goes on after a fire is its overlap policy's (``overlap.following``); the slots it passes are
+  recorded in the ledger only when this fire's own advance moved the schedule.
 """
 
 from __future__ import annotations

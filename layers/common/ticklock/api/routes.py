@@ -53,6 +53,7 @@ from ticklock.api.schemas import (
     UpcomingQuery,
     parse_instant,
 )
+from ticklock.domain.alerts import alerting_jobs
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import JobService, JobSpec
@@ -375,14 +376,7 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         )
 
     def open_alerts(call: Call) -> AlertPage:
-        items: list[AlertOut] = []
-        after: str | None = None
-        while True:  # the jobs with alert rules or alerts raised, a page at a time
-            page = service.store.list_jobs(alerting=True, limit=500, after=after)
-            items += [a for job in page for a in AlertOut.all_of(job)]
-            if len(page) < 500:
-                return AlertPage(items=items)
-            after = page[-1].id
+        return AlertPage(items=[a for job in alerting_jobs(service.store) for a in AlertOut.all_of(job)])
 
     def preview(call: Call) -> PreviewOut:
         body: PreviewRequest = call.body

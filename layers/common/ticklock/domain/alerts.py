@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -168,6 +168,17 @@ class Outbox:
 _FAILED = frozenset(s for s in ExecutionStatus if s.final and s is not ExecutionStatus.SUCCESS)
 
 
+def alerting_jobs(store: Store) -> Iterator[Job]:
+    """Every job with alert rules or alerts raised, a page at a time (``Store.list_jobs(alerting=True)``)."""
+    after: str | None = None
+    while True:
+        page = store.list_jobs(alerting=True, limit=PAGE, after=after)
+        yield from page
+        if len(page) < PAGE:
+            return
+        after = page[-1].id
+
+
 class Alerts:
     """Judges a job's alert rules and raises or clears its alerts once, whatever the replicas."""
 
@@ -219,17 +230,12 @@ class Alerts:
         """Judge the dead-man conditions of every job with alert rules (or alerts raised); returns how many
         alerts it raised or cleared."""
         changed = 0
-        after: str | None = None
-        while True:
-            page = self.store.list_jobs(alerting=True, limit=PAGE, after=after)
-            for job in page:
-                try:
-                    changed += self._judge(job)
-                except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others' check
-                    log.warning("alert.check_failed", extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}"})
-            if len(page) < PAGE:
-                return changed
-            after = page[-1].id
+        for job in alerting_jobs(self.store):
+            try:
+                changed += self._judge(job)
+            except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others' check
+                log.warning("alert.check_failed", extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}"})
+        return changed
 
     def _judge(self, job: Job) -> int:
         now = self.clock.now()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -34,12 +35,11 @@ import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fires import STARTUP_ALLOWANCE, run_service, ticklock_command
+from fires import STARTUP_ALLOWANCE, _job, run_service, ticklock_command
 
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import SystemClock
@@ -70,22 +70,9 @@ def seed(db: Path, count: int, first: datetime) -> list[Job]:
             handler = "soak.not_registered"
         window = 1.0 if shape == 5 else None
         jitter = 2.0 if i % 3 == 0 else 0.0
-        jobs.append(
-            Job(
-                id=uuid.uuid4().hex,
-                name=f"soak-{i}",
-                handler=handler,
-                schedule=SCHEDULE,
-                payload=payload,
-                timeout=10.0,
-                max_retries=0,
-                enabled=True,
-                next_run_at=first,
-                created_at=now,
-                updated_at=now,
-                policy=Policy(catchup_window=window, overlap=overlap, max_jitter=jitter),
-            )
-        )
+        policy = Policy(catchup_window=window, overlap=overlap, max_jitter=jitter)
+        job = _job(f"soak-{i}", SCHEDULE, first, now)  # fires.py's: a job as JobService.create builds one
+        jobs.append(job.with_changes(handler=handler, payload=payload, timeout=10.0, policy=policy))
     store = SQLiteStore(db)
     try:
         store.add_jobs(jobs)
@@ -186,7 +173,7 @@ def report(db: Path, jobs: list[Job], start: float, end: float, *, kept: float) 
     try:
         for job in jobs:
             row = job.policy.overlap.value
-            expected = int((end - start) // PERIOD)
+            expected = math.ceil((end - start) / PERIOD)  # the slots in [start, end): start is one
             fates = service.fires(job.id, start=w0, end=w1, limit=10_000)
             slots = [f for f in fates if f.execution is None or f.execution.trigger.value == "schedule"]
             by[row]["jobs"] += 1

@@ -15,6 +15,30 @@ from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.domain.ledger import LedgerEntry
 
+JOB_STATES = ("enabled", "paused", "disabled", "failing", "alerting")
+JOB_SORTS = ("name", "next_run_at", "last_at")
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """A page of the jobs table: which jobs, in what order, from where.
+
+    ``state``: ``enabled``; ``paused`` (not enabled, by a user, or a one-shot that fired); ``disabled``
+    (not enabled by ticklock: ``disabled_reason``); ``failing`` (its last run failed, timed out or was
+    lost); ``alerting`` (an alert raised). ``outcome``: the last run's status, or ``none`` for a job that
+    never ran. ``search``: a case-insensitive substring of the name or the handler. ``sort``: one of
+    ``JOB_SORTS``; jobs without a value (no next fire, never ran) come first ascending, last descending,
+    ties by id. ``after``: the sort value and id of the previous page's last job (keyset paging).
+    """
+
+    search: str | None = None
+    handler: str | None = None
+    state: str | None = None
+    outcome: str | None = None
+    sort: str = "name"
+    descending: bool = False
+    after: tuple[Any, str] | None = None
+
 
 @dataclass(frozen=True)
 class Started:
@@ -51,6 +75,14 @@ class Store(Protocol):
     ) -> list[Job]:
         """Jobs ordered by id, optionally filtered, starting after the id ``after`` (keyset paging);
         ``alerting``: only those with alert rules or alerts raised."""
+        ...
+
+    def find_jobs(self, query: JobQuery, *, limit: int) -> list[Job]:
+        """At most ``limit`` jobs matching ``query``, in its order, after its ``after``."""
+        ...
+
+    def count_jobs(self) -> dict[str, int]:
+        """How many jobs there are (``total``) and how many are in each of ``JOB_STATES``."""
         ...
 
     def update_job(self, job: Job, *, expected_version: int) -> Job:
@@ -144,6 +176,11 @@ class Store(Protocol):
     ) -> list[Execution]:
         """The executions (of one job, or of all) of fires scheduled in [start, end], in ``statuses`` if
         given, newest fire first, at most ``limit``."""
+        ...
+
+    def activity(self, *, start: datetime, end: datetime, step: timedelta) -> list[tuple[datetime, str, int]]:
+        """How many executions of fires scheduled in [start, end) there are by status, per ``step`` (whole
+        seconds, the buckets aligned on the epoch): (bucket start, status, count), earliest first."""
         ...
 
     def execution_for(self, fire_key: str) -> Execution | None:

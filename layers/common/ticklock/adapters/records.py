@@ -25,6 +25,7 @@ from ticklock.domain.jobs import (
     Job,
     Lease,
     Policy,
+    RunSummary,
     Trigger,
 )
 from ticklock.domain.ledger import LedgerEntry, Reason
@@ -53,11 +54,19 @@ JOB_FIELDS = (
     "alerts",
     "open_alerts",
     "backfill",
+    "last_status",
+    "last_at",
+    "runs",
+    "runs_ok",
 )
-# what a change to a job's definition writes (PATCH, pause, resume): not its id, creation, lease or the
-# alerts raised (``Store.set_open_alerts`` writes those)
+# the summary of the job's runs (``Job.last_run``), written as runs finish
+RUN_FIELDS = ("last_status", "last_at", "runs", "runs_ok")
+# what a change to a job's definition writes (PATCH, pause, resume): not its id, creation, lease, the
+# alerts raised (``Store.set_open_alerts`` writes those) or its runs' summary
 DEFINITION_FIELDS = tuple(
-    f for f in JOB_FIELDS if f not in ("id", "created_at", "lease_token", "lease_owner", "lease_until", "open_alerts")
+    f
+    for f in JOB_FIELDS
+    if f not in ("id", "created_at", "lease_token", "lease_owner", "lease_until", "open_alerts", *RUN_FIELDS)
 )
 EXECUTION_FIELDS = (
     "id",
@@ -121,7 +130,28 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "alerts": None if job.alerts is None else job.alerts.to_dict(),
         "open_alerts": open_alerts_text(job.open_alerts),
         "backfill": None if job.backfill is None else job.backfill.to_dict(),
+        **run_record(job.last_run, times),
     }
+
+
+def run_record(summary: RunSummary | None, times: Times) -> dict[str, Any]:
+    """The run summary's fields (``RUN_FIELDS``); a job that never ran has no status and no counts."""
+    if summary is None:
+        return {"last_status": None, "last_at": None, "runs": 0, "runs_ok": 0}
+    return {
+        "last_status": summary.status.value,
+        "last_at": times.encode(summary.at),
+        "runs": summary.runs,
+        "runs_ok": summary.ok,
+    }
+
+
+def run_from_record(record: Mapping[str, Any], times: Times) -> RunSummary | None:
+    status, at = record.get("last_status"), record.get("last_at")
+    if status is None or at is None:
+        return None
+    runs, ok = int(record.get("runs") or 0), int(record.get("runs_ok") or 0)
+    return RunSummary(ExecutionStatus(status), times.decode(at), runs, ok)
 
 
 def open_alerts_text(alerts: Mapping[str, Any]) -> str | None:
@@ -169,6 +199,7 @@ def job_from_record(
         alerts=alerts(record.get("alerts")),
         open_alerts=open_alerts_from(record.get("open_alerts")),
         backfill=backfill(record.get("backfill")),
+        last_run=run_from_record(record, times),
     )
 
 

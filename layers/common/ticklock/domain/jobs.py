@@ -313,6 +313,30 @@ class Hold:
         )
 
 
+FAILED_STATUSES = (ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.LOST)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a job's runs came to, kept on the job as they finish (``Store.finish_execution``): the last
+    run's status and when it ended, and how many runs ended and succeeded since the job was created. The
+    jobs table shows it and filters on it without reading any execution."""
+
+    status: ExecutionStatus
+    at: datetime
+    runs: int = 1
+    ok: int = 0
+
+    @property
+    def failing(self) -> bool:
+        """The last run failed, timed out or was lost (a cancelled run is not a failure)."""
+        return self.status in FAILED_STATUSES
+
+    @property
+    def success_rate(self) -> float:
+        return self.ok / self.runs if self.runs else 0.0
+
+
 @dataclass(frozen=True)
 class Lease:
     """A claim on a job: while it holds, no other claimer can take the job."""
@@ -348,6 +372,7 @@ class Job:
     # ``Store.set_open_alerts`` (a compare-and-set of its own, which leaves the version alone)
     open_alerts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     backfill: Backfill | None = None
+    last_run: RunSummary | None = None  # written only by ``Store.finish_execution`` (and ``complete``)
 
     @property
     def active_hold(self) -> Hold | None:

@@ -44,6 +44,8 @@ class Connection:
         self.jobs.create_index([("due_at", ASCENDING)], name="due")
         self.jobs.create_index([("lease_token", ASCENDING)], name="lease")
         self.jobs.create_index([("handler", ASCENDING), ("_id", ASCENDING)], name="handler")
+        self.jobs.create_index([("next_run_at", ASCENDING), ("_id", ASCENDING)], name="by_next")  # the jobs table
+        self.jobs.create_index([("last_at", ASCENDING), ("_id", ASCENDING)], name="by_last")
         self.executions.create_index([("fire_key", ASCENDING)], unique=True, name="fire_unique")
         self.executions.create_index(
             [("job_id", ASCENDING), ("scheduled_at", DESCENDING), ("_id", DESCENDING)], name="by_job"

@@ -21,7 +21,7 @@ from ticklock.adapters.store.mongo.documents import (
     ms_or_none,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
-from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
 from ticklock.ports import Started
 
 
@@ -208,7 +208,23 @@ class Fires(Connection):
                 },
             )
         )
-        return result.modified_count == 1
+        if result.modified_count != 1:
+            return False
+        if execution.status.final:
+            self._call(lambda: self._summarise(execution))
+        return True
+
+    def _summarise(self, execution: Execution) -> None:
+        """The job's runs' summary: the run counted, and the last unless a later one is recorded already
+        (runs overlapping under allow_all)."""
+        at = ms(execution.finished_at or execution.started_at)
+        counted = {"runs": 1, "runs_ok": int(execution.status is ExecutionStatus.SUCCESS)}
+        latest = self.jobs.update_one(
+            {"_id": execution.job_id, "$or": [{"last_at": None}, {"last_at": {"$lte": at}}]},
+            {"$set": {"last_status": execution.status.value, "last_at": at}, "$inc": counted},
+        )
+        if latest.matched_count == 0:
+            self.jobs.update_one({"_id": execution.job_id}, {"$inc": counted})
 
     def complete(
         self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime

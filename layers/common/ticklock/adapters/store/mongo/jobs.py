@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import DuplicateKeyError
 
 from ticklock.adapters.records import open_alerts_text
@@ -19,8 +20,18 @@ from ticklock.adapters.store.mongo.documents import (
     ms,
     ms_or_none,
 )
-from ticklock.domain.jobs import Job
+from ticklock.domain.jobs import FAILED_STATUSES, Job
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
+from ticklock.ports import JobQuery
+
+# each state as a filter (the counts and the jobs table share them)
+STATES: dict[str, Doc] = {
+    "enabled": {"enabled": True},
+    "paused": {"enabled": False, "disabled_reason": None},
+    "disabled": {"enabled": False, "disabled_reason": {"$ne": None}},
+    "failing": {"last_status": {"$in": [s.value for s in FAILED_STATUSES]}},
+    "alerting": {"open_alerts": {"$ne": None}},
+}
 
 
 class Jobs(Connection):
@@ -69,6 +80,42 @@ class Jobs(Connection):
         docs = self._call(lambda: list(self.jobs.find(query).sort("_id", ASCENDING).limit(limit)))
         return [job_from_doc(d) for d in docs]
 
+    def find_jobs(self, query: JobQuery, *, limit: int) -> list[Job]:
+        conditions: list[Doc] = []
+        if query.search:
+            pattern = {"$regex": re.escape(query.search), "$options": "i"}
+            conditions.append({"$or": [{"name": pattern}, {"handler": pattern}]})
+        if query.handler is not None:
+            conditions.append({"handler": query.handler})
+        if query.state is not None:
+            conditions.append(STATES[query.state])
+        if query.outcome is not None:
+            conditions.append({"last_status": None if query.outcome == "none" else query.outcome})
+        column = query.sort
+        way = DESCENDING if query.descending else ASCENDING
+        if query.after is not None:
+            value, last_id = query.after
+            value = ms_or_none(value) if column != "name" else value
+            # keyset: missing values (null) sort first ascending, last descending, as MongoDB orders them
+            beyond = "$lt" if query.descending else "$gt"
+            if value is None:
+                cursor: list[Doc] = [{column: None, "_id": {beyond: last_id}}]
+                cursor += [] if query.descending else [{column: {"$ne": None}}]
+            else:
+                cursor = [{column: {beyond: value}}, {column: value, "_id": {beyond: last_id}}]
+                cursor += [{column: None}] if query.descending else []
+            conditions.append({"$or": cursor})
+        found = {"$and": conditions} if conditions else {}
+        docs = self._call(lambda: list(self.jobs.find(found).sort([(column, way), ("_id", way)]).limit(limit)))
+        return [job_from_doc(d) for d in docs]
+
+    def count_jobs(self) -> dict[str, int]:
+        def count() -> dict[str, int]:
+            counts = {state: self.jobs.count_documents(condition) for state, condition in STATES.items()}
+            return {"total": self.jobs.count_documents({}), **counts}
+
+        return self._call(count)
+
     def set_open_alerts(self, job_id: str, *, expected: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         # A conditional update alone is not exclusive on FerretDB 1.24 (see the package's docstring): as a
         # claim does, the winner of each state is the one whose mark ``<job>:alerts:<alerts_seq>`` inserts.
@@ -102,7 +149,9 @@ class Jobs(Connection):
             if current is None:
                 raise JobNotFound(job.id)
             held = job_from_doc(current)
-            stored = job.with_changes(version=expected_version + 1, lease=held.lease, open_alerts=held.open_alerts)
+            stored = job.with_changes(
+                version=expected_version + 1, lease=held.lease, open_alerts=held.open_alerts, last_run=held.last_run
+            )
             fields = definition_doc(stored)
             fields["due_at"] = ms_or_none(stored.due_at(stored.updated_at))
             # seq too: a claim between our read and this write moves seq, not version, and its lease must

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.adapters.store.sqlite.connection import Connection
-from ticklock.adapters.store.sqlite.rows import execution_from_row, us
+from ticklock.adapters.store.sqlite.rows import execution_from_row, from_us, us
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
 from ticklock.domain.jobs import Execution
 from ticklock.errors import JobNotFound
@@ -67,6 +67,15 @@ class Executions(Connection):
         )
         rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [execution_from_row(r) for r in rows]
+
+    def activity(self, *, start: datetime, end: datetime, step: timedelta) -> list[tuple[datetime, str, int]]:
+        width = int(step.total_seconds()) * 1_000_000
+        sql = (
+            "SELECT scheduled_at / ? * ? AS bucket, status, COUNT(*) FROM executions "
+            "WHERE scheduled_at >= ? AND scheduled_at < ? GROUP BY bucket, status ORDER BY bucket, status"
+        )
+        rows = self._read(lambda c: c.execute(sql, (width, width, us(start), us(end))).fetchall())
+        return [(from_us(bucket), status, count) for bucket, status, count in rows]
 
     def execution_for(self, fire_key: str) -> Execution | None:
         sql = f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?"

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
-from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
 from ticklock.ports import Started
 
 
@@ -105,6 +105,16 @@ def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:
             execution.run_token,
         ),
     ).rowcount
+    if changed and execution.status.final:
+        # the job's runs' summary in the same transaction; a run that ended before the last one recorded
+        # (runs overlapping under allow_all) counts, but does not become the last
+        at = us(execution.finished_at or execution.started_at)
+        conn.execute(
+            "UPDATE jobs SET runs = runs + 1, runs_ok = runs_ok + ?, "
+            "last_status = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_status END, "
+            "last_at = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_at END WHERE id = ?",
+            (int(execution.status is ExecutionStatus.SUCCESS), at, execution.status.value, at, at, execution.job_id),
+        )
     return bool(changed)
 
 

@@ -8,10 +8,21 @@ from typing import Any
 
 from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.sqlite.connection import Connection
-from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values
+from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values, us
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
-from ticklock.domain.jobs import Job
+from ticklock.domain.jobs import FAILED_STATUSES, Job
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
+from ticklock.ports import JobQuery
+
+_FAILING = f"last_status IN ({', '.join(repr(s.value) for s in FAILED_STATUSES)})"
+# each state as a condition (the counts and the filter share them)
+STATES = {
+    "enabled": "enabled = 1",
+    "paused": "enabled = 0 AND disabled_reason IS NULL",
+    "disabled": "enabled = 0 AND disabled_reason IS NOT NULL",
+    "failing": _FAILING,
+    "alerting": "open_alerts IS NOT NULL",
+}
 
 
 class Jobs(Connection):
@@ -71,6 +82,46 @@ class Jobs(Connection):
         rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [job_from_row(r) for r in rows]
 
+    def find_jobs(self, query: JobQuery, *, limit: int) -> list[Job]:
+        clauses: list[str] = ["1=1"]
+        args: list[Any] = []
+        if query.search:
+            clauses.append("(instr(lower(name), ?) > 0 OR instr(lower(handler), ?) > 0)")
+            args += [query.search.lower()] * 2
+        if query.handler is not None:
+            clauses.append("handler = ?")
+            args.append(query.handler)
+        if query.state is not None:
+            clauses.append(STATES[query.state])
+        if query.outcome == "none":
+            clauses.append("last_status IS NULL")
+        elif query.outcome is not None:
+            clauses.append("last_status = ?")
+            args.append(query.outcome)
+        column, way = query.sort, "DESC" if query.descending else "ASC"
+        if query.after is not None:
+            value, last_id = query.after
+            value = us(value) if column != "name" else value
+            # keyset: NULLs sort first ascending (SQLite's order), last descending
+            if value is None:
+                cursor = f"({column} IS NULL AND id {'<' if query.descending else '>'} ?)"
+                cursor += "" if query.descending else f" OR {column} IS NOT NULL"
+                args.append(last_id)
+            else:
+                beyond = "<" if query.descending else ">"
+                cursor = f"{column} {beyond} ? OR ({column} = ? AND id {beyond} ?)"
+                cursor += f" OR {column} IS NULL" if query.descending else ""
+                args += [value, value, last_id]
+            clauses.append(f"({cursor})")
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE {' AND '.join(clauses)} ORDER BY {column} {way}, id {way} LIMIT ?"
+        rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
+        return [job_from_row(r) for r in rows]
+
+    def count_jobs(self) -> dict[str, int]:
+        sums = ", ".join(f"COALESCE(SUM({condition}), 0)" for condition in STATES.values())
+        row = self._read(lambda c: c.execute(f"SELECT COUNT(*), {sums} FROM jobs").fetchone())
+        return {"total": row[0], **dict(zip(STATES, row[1:], strict=True))}
+
     def update_job(self, job: Job, *, expected_version: int) -> Job:
         try:
             with self._tx() as conn:
@@ -84,7 +135,10 @@ class Jobs(Connection):
                         f"expected {expected_version}); fetch it and try again"
                     )
                 stored = job.with_changes(
-                    version=expected_version + 1, lease=current.lease, open_alerts=current.open_alerts
+                    version=expected_version + 1,
+                    lease=current.lease,
+                    open_alerts=current.open_alerts,
+                    last_run=current.last_run,
                 )
                 values = job_values(stored, stored.updated_at)
                 conn.execute(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
 # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold,
-# .alerts and .open_alerts
-SCHEMA_VERSION = 4
+# .alerts and .open_alerts; 5: the runs' summary (jobs.last_status, .last_at, .runs, .runs_ok) and the jobs
+# table's sort indexes
+SCHEMA_VERSION = 5
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -32,11 +33,19 @@ SCHEMA = [
         hold TEXT,
         alerts TEXT,
         open_alerts TEXT,
-        backfill TEXT
+        backfill TEXT,
+        last_status TEXT,
+        last_at INTEGER,
+        runs INTEGER NOT NULL DEFAULT 0,
+        runs_ok INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
     "CREATE INDEX IF NOT EXISTS jobs_alerting ON jobs (id) WHERE alerts IS NOT NULL OR open_alerts IS NOT NULL",
+    # the jobs table's sorts (by name: the unique index), each page one range scan
+    "CREATE INDEX IF NOT EXISTS jobs_next ON jobs (next_run_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_last ON jobs (last_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_failing ON jobs (name) WHERE last_status IN ('failed', 'timeout', 'lost')",
     """
     CREATE TABLE IF NOT EXISTS executions (
         id TEXT PRIMARY KEY,
@@ -92,11 +101,15 @@ ADDED_COLUMNS = [
     ("jobs", "alerts", "TEXT"),  # 4
     ("jobs", "open_alerts", "TEXT"),  # 4
     ("jobs", "backfill", "TEXT"),  # 4
+    ("jobs", "last_status", "TEXT"),  # 5
+    ("jobs", "last_at", "INTEGER"),  # 5
+    ("jobs", "runs", "INTEGER NOT NULL DEFAULT 0"),  # 5
+    ("jobs", "runs_ok", "INTEGER NOT NULL DEFAULT 0"),  # 5
 ]
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
     "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold, "
-    "alerts, open_alerts, backfill"
+    "alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

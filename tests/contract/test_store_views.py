@@ -1,0 +1,210 @@
+"""The Store port's contract for what the dashboard reads: the runs' summary on each job, the jobs table's
+filters, sorts and keyset pages (checked against a plain Python oracle: filter the list, sort it, slice
+it), the counts by state and the activity per minute. Run unchanged on every adapter."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.support.factories import T0, make_execution, make_job, manual_fire
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
+from ticklock.ports import JOB_SORTS, JOB_STATES, JobQuery, Store
+
+FAILED = {"failed", "timeout", "lost"}
+
+
+def run(store: Store, job: Job, status: ExecutionStatus, at: datetime, *, complete: bool = False) -> Execution:
+    """One run of ``job`` scheduled at ``at``, ended ``status`` a second later."""
+    execution = make_execution(manual_fire(job, at))
+    store.start_execution(execution)
+    done = execution.with_changes(status=status, finished_at=at + timedelta(seconds=1), duration=1.0, attempts=1)
+    assert store.finish_execution(done)
+    return done
+
+
+def test_finishing_runs_keeps_the_jobs_summary(store: Store) -> None:
+    job = store.add_job(make_job())
+    assert store.get_job(job.id).last_run is None
+    run(store, job, ExecutionStatus.SUCCESS, T0)
+    run(store, job, ExecutionStatus.FAILED, T0 + timedelta(minutes=1))
+    run(store, job, ExecutionStatus.SUCCESS, T0 + timedelta(minutes=2))
+    run(store, job, ExecutionStatus.TIMEOUT, T0 + timedelta(minutes=3))
+    summary = store.get_job(job.id).last_run
+    assert summary is not None
+    assert (summary.status, summary.at, summary.runs, summary.ok) == (
+        ExecutionStatus.TIMEOUT,
+        T0 + timedelta(minutes=3, seconds=1),
+        4,
+        2,
+    )
+    assert summary.failing and summary.success_rate == 0.5
+
+
+def test_a_run_that_ended_before_the_last_counts_but_is_not_the_last(store: Store) -> None:
+    job = store.add_job(make_job())
+    run(store, job, ExecutionStatus.SUCCESS, T0 + timedelta(minutes=5))
+    run(store, job, ExecutionStatus.FAILED, T0)  # overlapping runs (allow_all) may end out of order
+    summary = store.get_job(job.id).last_run
+    assert summary is not None
+    assert (summary.status, summary.runs, summary.ok) == (ExecutionStatus.SUCCESS, 2, 1)
+
+
+def test_a_run_not_finished_is_not_counted_and_an_edit_keeps_the_summary(store: Store) -> None:
+    job = store.add_job(make_job())
+    execution = make_execution(manual_fire(job, T0))
+    store.start_execution(execution)
+    store.finish_execution(execution.with_changes(status=ExecutionStatus.INTERRUPTED))
+    assert store.get_job(job.id).last_run is None
+    run(store, job, ExecutionStatus.FAILED, T0 + timedelta(minutes=1))
+    current = store.get_job(job.id)
+    edited = store.update_job(current.with_changes(name="renamed", last_run=None), expected_version=current.version)
+    assert edited.last_run == current.last_run
+    assert store.get_job(job.id).last_run == current.last_run
+
+
+def test_complete_keeps_the_summary_too(store: Store) -> None:
+    job = store.add_job(make_job())
+    [claimed] = store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
+    fire = Fire(claimed, T0, Trigger.SCHEDULE, claimed.lease.token if claimed.lease else "")
+    execution = make_execution(fire)
+    store.start_execution(execution)
+    done = execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=T0 + timedelta(seconds=2), attempts=1)
+    assert store.complete(done, fire, next_run_at=T0 + timedelta(minutes=1), now=T0) == (True, True)
+    summary = store.get_job(job.id).last_run
+    assert summary is not None and (summary.status, summary.runs, summary.ok) == (ExecutionStatus.SUCCESS, 1, 1)
+
+
+# -- the jobs table ---------------------------------------------------------------------------------
+def _population(store: Store, n: int = 40) -> list[Job]:
+    """Jobs with every state, some ties on the sort keys, some without a next fire or a run."""
+    rng = random.Random(7)
+    jobs = []
+    for i in range(n):
+        job = make_job(
+            f"{rng.choice(['Alpha', 'beta', 'gamma', 'DELTA'])}-{i:03d}",
+            handler=rng.choice(["noop", "http.check", "report.daily"]),
+            enabled=rng.random() > 0.3,
+            next_run_at=rng.choice([None, T0, T0 + timedelta(minutes=rng.randrange(5))]),
+        )
+        if not job.enabled and rng.random() < 0.5:
+            job = job.with_changes(disabled_reason="unknown handler")
+        store.add_job(job)
+        for k in range(rng.randrange(4)):
+            status = rng.choice([ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.LOST])
+            run(store, job, status, T0 - timedelta(minutes=rng.choice([1, 2, 30]), seconds=k))
+        if rng.random() < 0.2:
+            assert store.set_open_alerts(job.id, expected={}, new={"late": {"raised_at": T0.isoformat()}})
+        jobs.append(store.get_job(job.id))
+    return jobs
+
+
+def _in_state(job: Job, state: str) -> bool:
+    last = job.last_run
+    return {
+        "enabled": job.enabled,
+        "paused": not job.enabled and job.disabled_reason is None,
+        "disabled": not job.enabled and job.disabled_reason is not None,
+        "failing": last is not None and last.status.value in FAILED,
+        "alerting": bool(job.open_alerts),
+    }[state]
+
+
+def _key(job: Job, sort: str) -> Any:
+    if sort == "name":
+        return job.name
+    return job.next_run_at if sort == "next_run_at" else (job.last_run.at if job.last_run else None)
+
+
+def _oracle(jobs: list[Job], query: JobQuery) -> list[str]:
+    def matches(job: Job) -> bool:
+        if query.search and not any(query.search.lower() in f.lower() for f in (job.name, job.handler)):
+            return False
+        if query.handler is not None and job.handler != query.handler:
+            return False
+        if query.state is not None and not _in_state(job, query.state):
+            return False
+        if query.outcome is not None:
+            status = job.last_run.status.value if job.last_run else "none"
+            return status == query.outcome
+        return True
+
+    def order(job: Job) -> tuple[Any, ...]:
+        value = _key(job, query.sort)
+        return (value is not None, value or 0, job.id)  # no value first, as both stores order it
+
+    return [j.id for j in sorted(filter(matches, jobs), key=order, reverse=query.descending)]
+
+
+def _walk(store: Store, query: JobQuery, size: int) -> list[str]:
+    """Every page of ``query``, each after the previous page's last job."""
+    seen: list[str] = []
+    while True:
+        page = store.find_jobs(query, limit=size)
+        seen += [j.id for j in page]
+        if len(page) < size:
+            return seen
+        last = page[-1]
+        query = JobQuery(**{**query.__dict__, "after": (_key(last, query.sort), last.id)})
+        assert len(seen) < 1000, "the pages do not end"
+
+
+def test_find_jobs_filters_sorts_and_pages_as_the_oracle_does(store: Store) -> None:
+    jobs = _population(store)
+    rng = random.Random(11)
+    queries = [JobQuery(sort=s, descending=d) for s in JOB_SORTS for d in (False, True)]
+    queries += [JobQuery(state=state) for state in JOB_STATES]
+    queries += [JobQuery(outcome=o) for o in ("none", "success", "failed", "lost")]
+    queries += [JobQuery(search="ALP"), JobQuery(search="check"), JobQuery(search="-01"), JobQuery(search="%_")]
+    for _ in range(25):  # and mixtures
+        queries.append(
+            JobQuery(
+                search=rng.choice([None, "a", "gam", "report"]),
+                handler=rng.choice([None, "noop", "http.check"]),
+                state=rng.choice([None, *JOB_STATES]),
+                outcome=rng.choice([None, "none", "success", "failed"]),
+                sort=rng.choice(JOB_SORTS),
+                descending=rng.random() < 0.5,
+            )
+        )
+    for query in queries:
+        expected = _oracle(jobs, query)
+        for size in (1, 3, 7, 100):
+            assert _walk(store, query, size) == expected, (query, size)
+
+
+def test_count_jobs_by_state(store: Store) -> None:
+    jobs = _population(store, 30)
+    counts = store.count_jobs()
+    assert counts == {"total": 30, **{s: sum(_in_state(j, s) for j in jobs) for s in JOB_STATES}}
+    assert counts["enabled"] + counts["paused"] + counts["disabled"] == 30
+
+
+def test_activity_counts_runs_per_step_by_status(store: Store) -> None:
+    job = store.add_job(make_job())
+    other = store.add_job(make_job())
+    start = T0 - timedelta(minutes=10)
+    statuses = [ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.SUCCESS]
+    expected: dict[tuple[datetime, str], int] = {}
+    for i in range(40):
+        at = start + timedelta(seconds=15 * i, milliseconds=250 * (i % 3))
+        status = statuses[i % 3]
+        run(store, job if i % 2 else other, status, at)
+        bucket = at.replace(second=0, microsecond=0)
+        expected[(bucket, status.value)] = expected.get((bucket, status.value), 0) + 1
+    run(store, job, ExecutionStatus.SUCCESS, start - timedelta(seconds=1))  # before the window
+    got = store.activity(start=start, end=start + timedelta(minutes=10), step=timedelta(minutes=1))
+    assert got == sorted((b, s, n) for (b, s), n in expected.items())
+
+
+@pytest.mark.parametrize("step", [timedelta(seconds=30), timedelta(minutes=5)])
+def test_activity_buckets_are_aligned_on_the_epoch(store: Store, step: timedelta) -> None:
+    job = store.add_job(make_job())
+    at = T0 + timedelta(seconds=47)
+    run(store, job, ExecutionStatus.SUCCESS, at)
+    [(bucket, status, count)] = store.activity(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1), step=step)
+    width = int(step.total_seconds())
+    assert (bucket.timestamp() % width, bucket <= at < bucket + step, status, count) == (0, True, "success", 1)

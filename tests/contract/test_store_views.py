@@ -114,8 +114,8 @@ def _in_state(job: Job, state: str) -> bool:
 
 
 def _key(job: Job, sort: str) -> Any:
-    if sort == "name":
-        return job.name
+    if sort in ("id", "name"):
+        return job.id if sort == "id" else job.name
     return job.next_run_at if sort == "next_run_at" else (job.last_run.at if job.last_run else None)
 
 
@@ -124,6 +124,8 @@ def _oracle(jobs: list[Job], query: JobQuery) -> list[str]:
         if query.search and not any(query.search.lower() in f.lower() for f in (job.name, job.handler)):
             return False
         if query.handler is not None and job.handler != query.handler:
+            return False
+        if query.enabled is not None and job.enabled != query.enabled:
             return False
         if query.state is not None and not _in_state(job, query.state):
             return False
@@ -164,6 +166,7 @@ def test_find_jobs_filters_sorts_and_pages_as_the_oracle_does(store: Store) -> N
             JobQuery(
                 search=rng.choice([None, "a", "gam", "report"]),
                 handler=rng.choice([None, "noop", "http.check"]),
+                enabled=rng.choice([None, None, True, False]),
                 state=rng.choice([None, *JOB_STATES]),
                 outcome=rng.choice([None, "none", "success", "failed"]),
                 sort=rng.choice(JOB_SORTS),

@@ -16,7 +16,8 @@ from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.domain.ledger import LedgerEntry
 
 JOB_STATES = ("enabled", "paused", "disabled", "failing", "alerting")
-JOB_SORTS = ("name", "next_run_at", "last_at")
+JOB_SORTS = ("id", "name", "next_run_at", "last_at")
+JOB_TIME_SORTS = ("next_run_at", "last_at")  # the sorts on a time, which a job may lack
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,12 @@ class JobQuery:
     never ran. ``search``: a case-insensitive substring of the name or the handler. ``sort``: one of
     ``JOB_SORTS``; jobs without a value (no next fire, never ran) come first ascending, last descending,
     ties by id. ``after``: the sort value and id of the previous page's last job (keyset paging).
+    ``enabled``: only enabled (True) or not enabled (False) jobs.
     """
 
     search: str | None = None
     handler: str | None = None
+    enabled: bool | None = None
     state: str | None = None
     outcome: str | None = None
     sort: str = "name"

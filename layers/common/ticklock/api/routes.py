@@ -45,18 +45,23 @@ from ticklock.api.schemas import (
     LedgerEntryOut,
     LedgerPage,
     ListJobsQuery,
+    OverviewOut,
+    OverviewQuery,
     PauseIn,
     PreviewOut,
     PreviewRequest,
     SkipIn,
     SlotOut,
     UpcomingQuery,
+    job_cursor,
     parse_instant,
 )
+from ticklock.api.views import service_overview
 from ticklock.domain.alerts import alerting_jobs
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import JobService, JobSpec
+from ticklock.domain.words import describe
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
 from ticklock.ports import Store
@@ -235,7 +240,7 @@ class Probes:
 def _preview(schedule: Schedule, count: int, after: datetime) -> PreviewOut:
     zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
     fires = upcoming(schedule, after=after, count=count)
-    return PreviewOut(timezone=zone, fires=[FireOut.of(fire) for fire in fires])
+    return PreviewOut(timezone=zone, description=describe(schedule), fires=[FireOut.of(fire) for fire in fires])
 
 
 @dataclass(frozen=True)
@@ -269,12 +274,17 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query
-        jobs = service.store.list_jobs(handler=q.handler, enabled=q.enabled, limit=q.limit + 1, after=q.after)
+        query = q.to_query()
+        jobs = service.store.find_jobs(query, limit=q.limit + 1)
         more = len(jobs) > q.limit
         jobs = jobs[: q.limit]
         return JobPage.model_validate(
-            {"items": [JobOut.fields(j) for j in jobs], "next": jobs[-1].id if more else None}
+            {"items": [JobOut.fields(j) for j in jobs], "next": job_cursor(jobs[-1], query.sort) if more else None}
         )
+
+    def overview(call: Call) -> OverviewOut:
+        q: OverviewQuery = call.query
+        return service_overview(service.store, service.clock.now(), q)
 
     def list_executions(call: Call) -> ExecutionPage:
         q: ExecutionsQuery = call.query
@@ -388,7 +398,8 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     routes = [
         Route("POST", "/jobs", create_job, "createJob", "Create a job", status=HTTPStatus.CREATED, returns=JobOut,
               body=JobCreate, errors=(*conflict, *WITH_BODY)),
-        Route("GET", "/jobs", list_jobs, "listJobs", "List jobs by id", returns=JobPage, query=ListJobsQuery),
+        Route("GET", "/jobs", list_jobs, "listJobs", "List jobs: search, filter by state or last outcome, sort, page",
+              returns=JobPage, query=ListJobsQuery),
         Route("GET", job, get_job, "getJob", "Get a job", returns=JobOut, errors=NOT_FOUND),
         Route("PATCH", job, patch_job, "patchJob", "Change the fields given; a new schedule restarts from now",
               returns=JobOut, body=JobPatch, errors=(*NOT_FOUND, *conflict, *WITH_BODY)),
@@ -417,6 +428,9 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         Route("GET", "/fires", all_fires, "listFires",
               "Every job's fires in a window: those that did not run (skipped, missed) with their reasons, and runs",
               returns=LedgerPage, query=AllFiresQuery),
+        Route("GET", "/overview", overview, "overview",
+              "The service at a glance: jobs by state, the last hour's fires by outcome, dispatch lag, the latest "
+              "failures and the open alerts", returns=OverviewOut, query=OverviewQuery),
         Route("GET", "/alerts", open_alerts, "listAlerts", "Every job's alerts raised and not cleared",
               returns=AlertPage),
         Route("POST", "/schedules/preview", preview, "previewSchedule",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +35,7 @@ from ticklock.domain.jobs import (
     Job,
     Overlap,
     Policy,
+    RunSummary,
 )
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate
 from ticklock.domain.schedules import (
@@ -46,7 +49,9 @@ from ticklock.domain.schedules import (
     schedule_to_dict,
 )
 from ticklock.domain.service import MIN_TIMEOUT
+from ticklock.domain.words import describe
 from ticklock.errors import InvalidJob
+from ticklock.ports import JobQuery
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -303,11 +308,32 @@ class HoldOut(BaseModel):
     count: int | None = Field(description="how many fires a skip holds back")
 
 
+class RunOut(BaseModel):
+    status: str = Field(description="the last run's status")
+    at: datetime = Field(description="when the last run ended")
+    runs: int = Field(description="runs ended since the job was created")
+    ok: int = Field(description="of those, the ones that succeeded")
+    success_rate: float = Field(description="ok / runs")
+
+    @staticmethod
+    def of(summary: RunSummary | None) -> dict[str, Any] | None:
+        if summary is None:
+            return None
+        return {
+            "status": summary.status.value,
+            "at": summary.at,
+            "runs": summary.runs,
+            "ok": summary.ok,
+            "success_rate": round(summary.success_rate, 4),
+        }
+
+
 class JobOut(BaseModel):
     id: str
     name: str
     handler: str
     schedule: dict[str, Any]
+    schedule_text: str = Field(description="the schedule in words")
     payload: dict[str, Any]
     timeout: float
     max_retries: int
@@ -323,6 +349,9 @@ class JobOut(BaseModel):
     alerts: dict[str, Any] | None = Field(description="the job's alert rules; null: none")
     backfill: dict[str, Any] | None = Field(description="a backfill still to run: next_at, until, overlap")
     open_alerts: list[AlertOut] = Field(description="its alerts raised and not cleared")
+    last_run: RunOut | None = Field(
+        description="how its runs went: the last one, and how many succeeded; null: none yet"
+    )
     version: int
     created_at: datetime
     updated_at: datetime
@@ -339,6 +368,7 @@ class JobOut(BaseModel):
             "name": job.name,
             "handler": job.handler,
             "schedule": schedule_to_dict(job.schedule),
+            "schedule_text": describe(job.schedule),
             "payload": job.payload,
             "timeout": job.timeout,
             "max_retries": job.max_retries,
@@ -352,6 +382,7 @@ class JobOut(BaseModel):
             "alerts": None if job.alerts is None else job.alerts.to_dict(),
             "backfill": None if job.backfill is None else job.backfill.to_dict(),
             "open_alerts": AlertOut.all_of(job),
+            "last_run": RunOut.of(job.last_run),
             "version": job.version,
             "created_at": job.created_at,
             "updated_at": job.updated_at,
@@ -410,6 +441,7 @@ class FireOut(BaseModel):
 
 class PreviewOut(BaseModel):
     timezone: str
+    description: str = Field(description="the schedule in words")
     fires: list[FireOut] = Field(description="the next fires, earliest first; fewer than asked only past year 9999")
 
 
@@ -507,12 +539,72 @@ class HealthDetails(BaseModel):
     version: str
 
 
+JobSort = Literal[
+    "id", "name", "-name", "next_run_at", "-next_run_at", "last_at", "-last_at"
+]  # fmt: skip
+Outcome = Literal["none", "success", "failed", "timeout", "lost", "cancelled"]
+
+
 class ListJobsQuery(BaseModel):
     model_config = _STRICT
+    q: str | None = Field(
+        None, min_length=1, max_length=200, description="only jobs whose name or handler contains this (any case)"
+    )
     handler: str | None = Field(None, min_length=1, max_length=200, description="only jobs of this handler")
-    enabled: bool | None = Field(None, description="only enabled (true) or paused (false) jobs")
+    enabled: bool | None = Field(None, description="only enabled (true) or not enabled (false) jobs")
+    state: Literal["enabled", "paused", "disabled", "failing", "alerting"] | None = Field(
+        None,
+        description="enabled; paused (by a user, or a one-shot that ran); disabled (by ticklock, see "
+        "disabled_reason); failing (the last run failed, timed out or was lost); alerting (an alert raised)",
+    )
+    outcome: Outcome | None = Field(None, description="only jobs whose last run ended so (none: never ran)")
+    sort: JobSort = Field(
+        "id", description="the order: by id, name, next fire or last run; a leading '-' for descending"
+    )
     limit: int = Field(50, ge=1, le=500)
-    after: str | None = Field(None, min_length=1, max_length=64, description="the `next` of the previous page")
+    after: str | None = Field(None, min_length=1, max_length=400, description="the `next` of the previous page")
+
+    def to_query(self) -> JobQuery:
+        """The store's query; raises ``InvalidJob`` (a 422 on ``query.after``) for a cursor it cannot read."""
+        sort = self.sort.lstrip("-")
+        return JobQuery(
+            search=self.q,
+            handler=self.handler,
+            enabled=self.enabled,
+            state=self.state,
+            outcome=self.outcome,
+            sort=sort,
+            descending=self.sort.startswith("-"),
+            after=None if self.after is None else read_cursor(self.after, sort),
+        )
+
+
+def job_cursor(job: Job, sort: str) -> str:
+    """The ``next`` after ``job`` in a listing by ``sort``: its id by id (as before sorting existed), else
+    its sort value and id, opaque (base64url of JSON)."""
+    if sort == "id":
+        return job.id
+    if sort == "name":
+        value: Any = job.name
+    else:
+        moment = job.next_run_at if sort == "next_run_at" else job.last_run.at if job.last_run else None
+        value = None if moment is None else moment.isoformat()
+    return base64.urlsafe_b64encode(json.dumps([value, job.id]).encode()).decode().rstrip("=")
+
+
+def read_cursor(text: str, sort: str) -> tuple[Any, str]:
+    if sort == "id":
+        return text, text
+    problem = "query.after: not a `next` of this listing (pass it back as it came, with the same sort)"
+    try:
+        value, job_id = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if not isinstance(job_id, str) or not (value is None or isinstance(value, str)):
+            raise ValueError(problem)
+        if sort != "name" and value is not None:
+            value = parse_instant(value)
+    except (ValueError, TypeError, InvalidJob):
+        raise InvalidJob(problem, field="query.after") from None
+    return value, job_id
 
 
 class UpcomingQuery(BaseModel):
@@ -707,3 +799,36 @@ def _checked(build: Callable[[], str]) -> str:
         return build()
     except InvalidJob as exc:
         raise ValueError(exc.message) from None
+
+
+class ActivityOut(BaseModel):
+    at: datetime = Field(description="the start of the step")
+    counts: dict[str, int] = Field(
+        description="the fires scheduled in this step by what became of them: each run's final status (and "
+        "running), skipped and missed"
+    )
+
+
+class LagOut(BaseModel):
+    p50: float | None = Field(description="seconds; null without runs")
+    p99: float | None
+    max: float | None
+    sample: int = Field(description="how many of the latest runs of the window these are of")
+
+
+class OverviewOut(BaseModel):
+    now: datetime
+    jobs: dict[str, int] = Field(description="how many jobs there are (total) and in each state")
+    window: int = Field(description="the window's length, in minutes")
+    step: int = Field(description="the length of each step of activity, in seconds")
+    activity: list[ActivityOut] = Field(description="the window's fires by step, earliest first (every step)")
+    lag: LagOut = Field(description="dispatch lag: from when a fire was due to when its run started")
+    failures: list[ExecutionOut] = Field(description="the latest runs that failed, timed out or were lost")
+    alerts: list[AlertOut] = Field(description="the alerts raised and not cleared")
+
+
+class OverviewQuery(BaseModel):
+    model_config = _STRICT
+    window: int = Field(60, ge=1, le=1440, description="minutes of activity, to now")
+    step: int = Field(60, ge=10, le=3600, description="seconds per step of activity")
+    failures: int = Field(10, ge=0, le=100, description="how many of the latest failures to list")

@@ -22,7 +22,7 @@ from ticklock.adapters.store.mongo.documents import (
 )
 from ticklock.domain.jobs import FAILED_STATUSES, Job
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
-from ticklock.ports import JobQuery
+from ticklock.ports import JOB_TIME_SORTS, JobQuery
 
 # each state as a filter (the counts and the jobs table share them)
 STATES: dict[str, Doc] = {
@@ -87,15 +87,17 @@ class Jobs(Connection):
             conditions.append({"$or": [{"name": pattern}, {"handler": pattern}]})
         if query.handler is not None:
             conditions.append({"handler": query.handler})
+        if query.enabled is not None:
+            conditions.append({"enabled": query.enabled})
         if query.state is not None:
             conditions.append(STATES[query.state])
         if query.outcome is not None:
             conditions.append({"last_status": None if query.outcome == "none" else query.outcome})
-        column = query.sort
+        column = "_id" if query.sort == "id" else query.sort
         way = DESCENDING if query.descending else ASCENDING
         if query.after is not None:
             value, last_id = query.after
-            value = ms_or_none(value) if column != "name" else value
+            value = ms_or_none(value) if column in JOB_TIME_SORTS else value
             # keyset: missing values (null) sort first ascending, last descending, as MongoDB orders them
             beyond = "$lt" if query.descending else "$gt"
             if value is None:
@@ -106,7 +108,8 @@ class Jobs(Connection):
                 cursor += [{column: None}] if query.descending else []
             conditions.append({"$or": cursor})
         found = {"$and": conditions} if conditions else {}
-        docs = self._call(lambda: list(self.jobs.find(found).sort([(column, way), ("_id", way)]).limit(limit)))
+        order = [(column, way)] + ([("_id", way)] if column != "_id" else [])
+        docs = self._call(lambda: list(self.jobs.find(found).sort(order).limit(limit)))
         return [job_from_doc(d) for d in docs]
 
     def count_jobs(self) -> dict[str, int]:

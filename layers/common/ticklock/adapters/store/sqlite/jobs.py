@@ -12,7 +12,7 @@ from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
 from ticklock.domain.jobs import FAILED_STATUSES, Job
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
-from ticklock.ports import JobQuery
+from ticklock.ports import JOB_TIME_SORTS, JobQuery
 
 _FAILING = f"last_status IN ({', '.join(repr(s.value) for s in FAILED_STATUSES)})"
 # each state as a condition (the counts and the filter share them)
@@ -91,6 +91,9 @@ class Jobs(Connection):
         if query.handler is not None:
             clauses.append("handler = ?")
             args.append(query.handler)
+        if query.enabled is not None:
+            clauses.append("enabled = ?")
+            args.append(int(query.enabled))
         if query.state is not None:
             clauses.append(STATES[query.state])
         if query.outcome == "none":
@@ -101,7 +104,7 @@ class Jobs(Connection):
         column, way = query.sort, "DESC" if query.descending else "ASC"
         if query.after is not None:
             value, last_id = query.after
-            value = us(value) if column != "name" else value
+            value = us(value) if column in JOB_TIME_SORTS else value
             # keyset: NULLs sort first ascending (SQLite's order), last descending
             if value is None:
                 cursor = f"({column} IS NULL AND id {'<' if query.descending else '>'} ?)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the servers the test suite starts for itself (it starts and stops them; nothing runs here):
-#   redis-server, prometheus-pushgateway, postgresql (FerretDB's faster backend) and faketime from
+#   redis-server, prometheus-pushgateway, postgresql (FerretDB's faster backend), faketime and chromium from
 #   Debian's packages, FerretDB built from tools/ferretdb.
 # Idempotent and quick when everything is already there. FerretDB's binary is cached outside the
 # checkout, so a fresh clone on the same machine reuses it.
@@ -14,6 +14,7 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v faketime >/dev/null || missing+=(faketime)  # clock-change tests run `ticklock serve` at a chosen instant
+command -v chromium >/dev/null || missing+=(chromium)  # the dashboard's tests drive Debian's Chromium (Playwright)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "services: need ${missing[*]}: run 'sudo apt-get install ${missing[*]}'" >&2
@@ -31,4 +32,4 @@ if [ ! -x "$FERRETDB_BIN" ]; then
   # -checklinkname=0: a dependency uses a //go:linkname the newer Go linker refuses by default
   (cd tools/ferretdb && go build -trimpath -ldflags=-checklinkname=0 -o "$FERRETDB_BIN.tmp" . && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN")
 fi
-echo "services: redis-server, prometheus-pushgateway, postgresql, faketime and ferretdb are ready"
+echo "services: redis-server, prometheus-pushgateway, postgresql, faketime, chromium and ferretdb are ready"

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ticklock.api import errors
+from ticklock.api import dashboard, errors
 from ticklock.api.http import BadJson, Reply, Request, error, read_json
 from ticklock.api.openapi import document, swagger_page
 from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Probes, Route, build_routes
@@ -49,6 +49,8 @@ class Api:
             Route("GET", "/swagger", lambda c: Reply(200, swagger_page(), {"content-type": "text/html"}), "swagger", "",
                   store=False, in_schema=False),
         ]  # fmt: skip
+        if deps.dashboard:
+            self.routes += dashboard.routes()
         self._paths: list[tuple[re.Pattern[str], dict[str, Route]]] = []
         for route in self.routes:
             pattern = _compile(route.path)

@@ -112,6 +112,7 @@ class ApiDeps:
     service: JobService
     render_metrics: Callable[[], bytes] | None = None
     checks: Sequence[HealthCheck] = ()  # the plug-ins' health checks
+    dashboard: bool = False  # serve the dashboard's files at /ui (``ticklock serve``; not the API function)
 
 
 class _CheckFailing(Exception):

@@ -74,7 +74,7 @@ class LocalService:
         )
         self.service = build_service(s, self.store, self.registry, self.clock)
         self.app = local_app(
-            ApiDeps(self.service, self.metrics.render, self.plugins.health_checks()),
+            ApiDeps(self.service, self.metrics.render, self.plugins.health_checks(), dashboard=True),
             api_token=s.api_token,
             max_body_bytes=s.max_payload_bytes + 16 * 1024,
             threads=s.api_threads,

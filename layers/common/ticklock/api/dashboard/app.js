@@ -641,6 +641,7 @@ async function route() {
     else if (parts[0] === "new") await edit(null);
     else await overview();
     document.title = `ticklock — ${main().querySelector("h1")?.textContent || page}`;
+    document.body.dataset.rendered = String(Math.round(performance.now())); // when the screen was drawn (bench/)
   } catch (err) {
     if (err.status !== 401) failed(err);
   }

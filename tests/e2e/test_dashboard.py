@@ -1,0 +1,295 @@
+"""The dashboard in a real browser: Debian's headless Chromium driven by Playwright, against a real
+`ticklock serve` with jobs and history. Each page is loaded and used as a person would (search, filter,
+sort, page, bulk-pause, a bad cron then a good one, trigger, log in), and no page may log an error (a
+CSP violation, a script error, a failed request). The main pages' screenshots are saved where
+``TICKLOCK_SCREENSHOTS`` says (``make screenshots`` writes the README's), else in the test's directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect, sync_playwright
+
+from tests.e2e.conftest import Serve, wait_for
+
+pytestmark = [pytest.mark.e2e]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CLIENT_ERROR = "Failed to load resource: the server responded with a status of 4"
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    assert Path(CHROMIUM).exists(), "Chromium is a test server: scripts/services.sh installs Debian's chromium"
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    yield browser
+    browser.close()
+
+
+class Tab:
+    """A page with its console watched: ``errors`` collects every error the browser reports."""
+
+    def __init__(self, page: Page, base: str) -> None:
+        self.page, self.base = page, base
+        self.errors: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.errors.append(f"script error: {exc}"))
+        page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url} {r.failure}"))
+        page.on("response", lambda r: r.status >= 500 and self.errors.append(f"{r.status} from {r.url}"))
+        page.set_default_timeout(10_000)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        # the browser logs every 4xx it gets; a refusal (a bad field, a wrong token) is an answer the page
+        # shows, not an error of the page. 5xx answers are caught as responses.
+        if message.type == "error" and not message.text.startswith(CLIENT_ERROR):
+            self.errors.append(message.text)
+
+    def open(self, route: str) -> Page:
+        self.page.goto(f"{self.base}/ui/#{route}")
+        return self.page
+
+
+@pytest.fixture
+def tab(browser: Browser) -> Iterator[Callable[..., Tab]]:
+    contexts = []
+
+    def open_tab(serve: Serve, **options: Any) -> Tab:
+        context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **options})
+        contexts.append(context)
+        return Tab(context.new_page(), serve.url)
+
+    yield open_tab
+    for context in contexts:
+        context.close()
+
+
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("TICKLOCK_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def history(serve: Serve) -> dict[str, dict[str, Any]]:
+    """Jobs that run, fail and get paused, and enough runs of each to draw."""
+    jobs = {
+        "backup-db": serve.create(name="backup-db", handler="test.record",
+                                  schedule={"kind": "cron", "expr": "*/2 * * * * *"}),
+        "always-fails": serve.create(name="always-fails", handler="test.fail",
+                                     schedule={"kind": "cron", "expr": "*/3 * * * * *"}),
+        "report-weekdays": serve.create(name="report-weekdays", handler="test.record",
+                                        schedule={"kind": "cron", "expr": "0 30 1 * * MON-FRI",
+                                                  "timezone": "Europe/London"}),
+        "hourly": serve.create(name="hourly", handler="test.record", schedule={"kind": "interval", "seconds": 3600}),
+    }  # fmt: skip
+    serve.client.post(f"/jobs/{jobs['hourly']['id']}/pause", json={"note": "until the vendor fixes their API"})
+    wait_for(
+        lambda: len(serve.executions(jobs["backup-db"]["id"])) >= 3 and serve.executions(jobs["always-fails"]["id"])
+    )
+    return jobs
+
+
+def test_every_page_loads_and_shows_the_service(
+    start: Callable[..., Serve], tab: Callable[..., Tab], tmp_path: Path
+) -> None:
+    serve = start()
+    jobs = history(serve)
+    t = tab(serve)
+    folder = shots(tmp_path)
+
+    page = t.open("/")
+    expect(page.locator("h1")).to_have_text("Overview")
+    counts = serve.client.get("/overview").json()["jobs"]
+    expect(page.locator('[data-state="paused"] .n')).to_have_text(str(counts["paused"]))
+    expect(page.locator('[data-state="failing"] .n')).to_have_text("1")
+    expect(page.locator("#activity rect").first).to_be_attached()
+    expect(page.locator("#failures tbody tr").first).to_contain_text("always-fails")
+    expect(page.locator("#lag-p50")).not_to_have_text("—")
+    page.screenshot(path=str(folder / "overview.png"), full_page=True)
+
+    page.locator('[data-state="failing"]').click()  # a card is a link to the jobs it counts
+    expect(page.locator("#jobs tbody tr")).to_have_count(1)
+    expect(page.locator("#jobs tbody tr")).to_contain_text("always-fails")
+
+    page = t.open("/jobs")
+    expect(page.locator("#jobs tbody tr")).to_have_count(len(serve.client.get("/jobs").json()["items"]))
+    row = page.locator("#jobs tbody tr", has_text="report-weekdays")
+    expect(row).to_contain_text("at 01:30:00 on Monday to Friday, Europe/London time")
+    expect(row).to_contain_text("0 30 1 * * MON-FRI")
+    expect(page.locator("#jobs tbody tr", has_text="hourly")).to_contain_text("paused")
+    expect(page.locator("#jobs tbody tr", has_text="backup-db")).to_contain_text("100%")
+    page.screenshot(path=str(folder / "jobs.png"), full_page=True)
+
+    page.locator("#jobs a", has_text="always-fails").click()
+    expect(page.locator("h1")).to_contain_text("always-fails")
+    expect(page.locator("#words")).to_have_text("every 3 seconds")
+    expect(page.locator("#upcoming tbody tr")).to_have_count(20)
+    expect(page.locator('#strip [data-status="failed"]').first).to_be_attached()
+    expect(page.locator("#executions tbody tr").first).to_contain_text("RuntimeError")
+    expect(page.locator("#lag-chart circle").first).to_be_attached()
+    page.screenshot(path=str(folder / "job.png"), full_page=True)
+
+    # a zoned job's fires in UTC and on its wall clock, with the clock change marked
+    page = t.open(f"/jobs/{jobs['report-weekdays']['id']}")
+    expect(page.locator("#upcoming thead")).to_contain_text("Europe/London")
+    page = t.open("/new")
+    expect(page.locator("#preview-words")).to_have_text("every 5 minutes")
+    assert t.errors == []
+
+
+def test_search_filter_sort_and_page(start: Callable[..., Serve], tab: Callable[..., Tab]) -> None:
+    serve = start()
+    for i in range(57):
+        serve.create(name=f"{'alpha' if i % 3 == 0 else 'beta'}-{i:02d}", handler="test.record",
+                     schedule={"kind": "interval", "seconds": 3600}, enabled=i % 5 != 0)  # fmt: skip
+    t = tab(serve)
+    page = t.open("/jobs")
+    expect(page.locator("#jobs tbody tr")).to_have_count(50)
+    page.locator("#next").click()
+    expect(page.locator("#jobs tbody tr")).to_have_count(8)  # 57 and system:alerts.scan
+    page.locator("#prev").click()
+    expect(page.locator("#jobs tbody tr")).to_have_count(50)
+    expect(page.locator("#jobs tbody tr").first).to_contain_text("alpha-00")
+
+    page.locator("#search").fill("ALPHA")
+    expect(page.locator("#jobs tbody tr")).to_have_count(19)
+    page.locator("#filter-state").select_option("paused")
+    expect(page.locator("#jobs tbody tr")).to_have_count(len([i for i in range(0, 57, 3) if i % 5 == 0]))
+    page.locator('[data-sort="name"]').click()  # ascending already: now descending
+    expect(page.locator("#jobs tbody tr").first).to_contain_text("alpha-45")
+    assert "q=ALPHA" in page.url and "state=paused" in page.url and "sort=-name" in page.url
+    page.reload()  # the view is in the address: it survives a reload and can be shared
+    expect(page.locator("#jobs tbody tr").first).to_contain_text("alpha-45")
+    page.locator("#search").fill("no-such-job")
+    expect(page.locator(".empty")).to_contain_text("No job matches")
+    assert t.errors == []
+
+
+def test_bulk_pause_asks_with_the_count_then_pauses_the_selection(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    made = [serve.create(name=f"bulk-{i}", handler="test.record", schedule={"kind": "interval", "seconds": 3600})
+            for i in range(5)]  # fmt: skip
+    t = tab(serve)
+    page = t.open("/jobs?q=bulk")
+    expect(page.locator("#jobs tbody tr")).to_have_count(5)
+    for job in made[:3]:
+        page.locator(f'input[data-job="{job["id"]}"]').check()
+    expect(page.locator("#selected-count")).to_have_text("3 selected")
+    page.locator('[data-bulk="pause"]').click()
+    dialog = page.locator("dialog[open]")
+    expect(dialog).to_contain_text("Pause 3 jobs?")
+    dialog.locator("#ask-ok").click()
+    expect(page.locator(".toast")).to_contain_text("3 jobs done")
+    states = {j["name"]: j["enabled"] for j in serve.client.get("/jobs", params={"q": "bulk"}).json()["items"]}
+    assert states == {"bulk-0": False, "bulk-1": False, "bulk-2": False, "bulk-3": True, "bulk-4": True}
+    expect(page.locator("#jobs tbody tr", has_text="bulk-0")).to_contain_text("paused")
+
+    # cancelling changes nothing
+    page.locator(f'input[data-job="{made[3]["id"]}"]').check()
+    page.locator('[data-bulk="delete"]').click()
+    expect(page.locator("dialog[open]")).to_contain_text("Delete 1 job?")
+    page.locator("dialog[open] button[value=cancel]").click()
+    assert len(serve.client.get("/jobs", params={"q": "bulk"}).json()["items"]) == 5
+    assert t.errors == []
+
+
+def test_create_shows_the_apis_message_by_the_field_then_previews_runs_and_triggers(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    t = tab(serve)
+    page = t.open("/new")
+    page.locator("#f-name").fill("made-in-the-browser")
+    page.locator("#f-handler").select_option("test.record")
+    page.locator("[id='f-schedule.expr']").fill("0 0 25 * * *")
+    error = page.locator("#err-schedule\\.expr")
+    expect(error).to_contain_text("hour")  # the API's message, beside the field it names, as you type
+    expect(page.locator("#preview")).to_contain_text("not valid")
+    page.locator("#save").click()
+    expect(error).to_contain_text("hour")
+    assert serve.client.get("/jobs", params={"q": "made-in"}).json()["items"] == []
+
+    page.locator("[id='f-schedule.expr']").fill("0 0 */6 * * *")
+    expect(page.locator("#preview-words")).to_have_text("every 6 hours")
+    expect(page.locator("#preview li")).to_have_count(5)
+    expect(error).to_have_text("")
+    page.locator("#f-payload").fill("{not json")
+    page.locator("#save").click()
+    expect(page.locator("#err-payload")).to_contain_text("not JSON")
+    page.locator("#f-payload").fill('{"who": "browser"}')
+    page.locator("#save").click()
+    expect(page.locator("h1")).to_contain_text("made-in-the-browser")
+    expect(page.locator("#no-runs")).to_be_visible()
+    page.locator("#trigger").click()
+    expect(page.locator("#executions tbody tr").first).to_contain_text("manual", timeout=20_000)
+    [job] = serve.client.get("/jobs", params={"q": "made-in"}).json()["items"]
+    assert (job["payload"], job["schedule"]["expr"]) == ({"who": "browser"}, "0 0 */6 * * *")
+
+    page.locator("#edit").click()  # edit: the same form, the API's refusal by the field again
+    page.locator("#f-timeout").fill("0")
+    page.locator("#save").click()
+    expect(page.locator("#err-timeout")).not_to_have_text("")
+    page.locator("#f-timeout").fill("12")
+    page.locator("#save").click()
+    expect(page.locator("h1")).to_contain_text("made-in-the-browser")
+    assert serve.client.get(f"/jobs/{job['id']}").json()["timeout"] == 12
+    assert t.errors == []
+
+
+def test_the_token_login_keeps_the_token_in_session_storage_only(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start(TICKLOCK_API_TOKEN="s3cret-token")
+    t = tab(serve)
+    page = t.open("/jobs")
+    expect(page.locator("h1")).to_have_text("Log in")
+    page.locator("#token").fill("wrong")
+    page.locator("button[type=submit]").click()
+    expect(page.locator(".form-error")).to_contain_text("refused")
+    page.locator("#token").fill("s3cret-token")
+    page.locator("button[type=submit]").click()
+    expect(page.locator("h1")).to_have_text("Jobs")
+    assert "s3cret" not in page.url
+    assert page.evaluate("sessionStorage.getItem('ticklock.token')") == "s3cret-token"
+    assert page.evaluate("localStorage.length") == 0 and "s3cret" not in page.evaluate("document.cookie")
+    page.locator("#logout").click()
+    expect(page.locator("h1")).to_have_text("Log in")
+    assert page.evaluate("sessionStorage.getItem('ticklock.token')") is None
+    assert t.errors == []
+
+
+def test_a_phone_screen_and_the_keyboard(start: Callable[..., Serve], tab: Callable[..., Tab]) -> None:
+    serve = start()
+    job = serve.create(name="pocket", handler="test.record", schedule={"kind": "interval", "seconds": 60})
+    t = tab(serve, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    for route in ("/", "/jobs", f"/jobs/{job['id']}", "/new"):
+        page = t.open(route)
+        expect(page.locator("h1")).not_to_have_text("Loading…")
+        page.wait_for_load_state("networkidle")
+        wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert wide <= 1, f"{route} scrolls sideways by {wide}px on a phone"
+    page = t.open("/jobs")
+    page.reload()  # a fresh load (the routes above changed only the hash, which moves focus to the content)
+    expect(page.locator("#jobs")).to_be_visible()
+    page.keyboard.press("Tab")  # the skip link first, then the navigation, all reachable by keyboard
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent").endswith("ticklock")
+    page.locator("#search").focus()
+    page.keyboard.type("pock")
+    expect(page.locator("#jobs tbody tr")).to_have_count(1)
+    page.locator("#jobs a", has_text="pocket").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_contain_text("pocket")
+    assert t.errors == []

@@ -40,7 +40,7 @@ from typing import Any
 from fires import _job, ticklock_command
 
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 
 WORDS = ["backup", "report", "sync", "cleanup", "billing", "export", "import", "scan", "index", "mail"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -51,7 +51,7 @@ def seed(db: Path, count: int) -> str:
     store = SQLiteStore(str(db))
     now = datetime.now(UTC)
     rng = random.Random(13)
-    shapes = [CronSchedule("*/30 * * * * *"), CronSchedule("0 30 9 * * MON-FRI", "Europe/London"),
+    shapes: list[Schedule] = [CronSchedule("*/30 * * * * *"), CronSchedule("0 30 9 * * MON-FRI", "Europe/London"),
               IntervalSchedule(3600), OnceSchedule(now + timedelta(days=30))]  # fmt: skip
     for start in range(0, count, 5000):
         batch = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, Response, expect, sync_playwright
 
 from tests.e2e.conftest import Serve, wait_for
 
@@ -45,8 +45,12 @@ class Tab:
         page.on("console", self._console)
         page.on("pageerror", lambda exc: self.errors.append(f"script error: {exc}"))
         page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", lambda r: r.status >= 500 and self.errors.append(f"{r.status} from {r.url}"))
+        page.on("response", self._response)
         page.set_default_timeout(10_000)
+
+    def _response(self, response: Response) -> None:
+        if response.status >= 500:
+            self.errors.append(f"{response.status} from {response.url}")
 
     def _console(self, message: ConsoleMessage) -> None:
         # the browser logs every 4xx it gets; a refusal (a bad field, a wrong token) is an answer the page

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from ticklock import __version__
-from ticklock.commands import jobs
+from ticklock.commands import jobs, ui
 from ticklock.domain.schedules import (
     GAP_CHOICES,
     MAX_PREVIEW,
@@ -62,6 +62,7 @@ def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
     cron.add_argument("--gap", choices=GAP_CHOICES, default="jump", help="spring-forward choice (jump)")
     cron.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto", help="fall-back choice (auto)")
     jobs.add_commands(commands)
+    ui.add_command(commands)
     complete = commands.add_parser(
         "completion", help="print a shell completion script: source <(ticklock completion bash)"
     )
@@ -136,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command in jobs.COMMANDS:
         return jobs.run(args)
+    if args.command == "ui":
+        return ui.run(args)
     if args.command != "serve":
         parser.print_help()
         return 0 if args.command is None else 2

@@ -23,12 +23,15 @@ class Unreachable(Exception):
 
 
 class ApiClient:
-    def __init__(self, base: str, token: str | None = None, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, base: str, token: str | None = None, *, auth: httpx.Auth | None = None, timeout: float = 10.0
+    ) -> None:
+        """``auth``: a request signer (``sigv4.SigV4``) for an IAM-authorised API Gateway."""
         self.base = base.rstrip("/")
         headers = {"accept": "application/json", "user-agent": "ticklock-cli"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
+        self._client = httpx.Client(base_url=self.base, headers=headers, timeout=timeout, auth=auth)
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None) -> Any:
         """The answer's JSON (None for 204); raises ``ApiError`` for a 4xx/5xx, ``Unreachable`` if none."""

@@ -30,13 +30,14 @@ COMMANDS = ("jobs", "runs", "fires", "apply", "export")
 
 def add_commands(commands: Any) -> None:
     """Add ``jobs``, ``runs``, ``fires``, ``apply`` and ``export`` to the ``ticklock`` parser's subcommands."""
-    from ticklock.commands import apply
+    from ticklock.commands import apply, ui
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--api", default=None, metavar="URL", help=f"the REST API (env TICKLOCK_API_URL, {DEFAULT_API})"
     )
     common.add_argument("--token", default=None, help="the bearer token (env TICKLOCK_API_TOKEN)")
+    ui.add_signing_options(common)
     common.add_argument("--json", action="store_true", help="print the API's JSON, for scripts")
     apply.add_commands(commands, common)
 
@@ -88,10 +89,17 @@ def add_commands(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one of the COMMANDS; returns the exit code."""
-    from ticklock.commands import apply
+    from ticklock.commands import apply, ui
+    from ticklock.commands.sigv4 import SigningError, SigV4
 
     base = args.api or os.environ.get("TICKLOCK_API_URL") or DEFAULT_API
-    client = ApiClient(base, args.token or os.environ.get("TICKLOCK_API_TOKEN"))
+    try:
+        signer = ui.signer_for(args, base)
+    except SigningError as exc:
+        print(f"ticklock: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    auth = SigV4(signer) if signer is not None else None
+    client = ApiClient(base, args.token or os.environ.get("TICKLOCK_API_TOKEN"), auth=auth)
     try:
         if args.command in ("apply", "export"):
             data, text, code = (apply.apply if args.command == "apply" else apply.export)(client, args)

@@ -15,7 +15,7 @@ ENGINE  := .venv-engine/bin
 ESTAMP  := .venv-engine/.installed
 PIP     := pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: serve test services lint typecheck sam-check bench clean
+.PHONY: serve test services lint typecheck sam-check bench screenshots clean
 
 $(STAMP): pyproject.toml constraints.txt plugins/parts/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ test: services lint typecheck sam-check
 
 bench: $(STAMP) services
 	$(BIN)/python bench/fires.py
+
+# The README's screenshots of the dashboard (docs/screenshots), taken by its browser test in Chromium
+screenshots: $(STAMP) services
+	TICKLOCK_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/e2e/test_dashboard.py -k every_page -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .venv-engine .pytest_cache .mypy_cache .ruff_cache

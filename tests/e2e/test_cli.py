@@ -27,12 +27,16 @@ def test_jobs_runs_and_fires_from_the_command_line(start: Callable[..., Serve]) 
     assert "nightly-report" in listed.stdout and "cron * * * * * *" in listed.stdout and "every 3600 s" in listed.stdout
     as_json = json.loads(run_cli("jobs", "ls", "--handler", "noop", "--json", *api).stdout)
     assert [j["name"] for j in as_json] == ["hourly"]
+    searched = json.loads(run_cli("jobs", "ls", "--search", "NIGHTLY", "--json", *api).stdout)
+    assert [j["name"] for j in searched] == ["nightly-report"]
 
     shown = run_cli("jobs", "show", "nightly-report", *api)
     assert shown.returncode == 0 and job["id"] in shown.stdout and "enabled" in shown.stdout
 
     paused = run_cli("jobs", "pause", job["id"], "--note", "vendor outage", *api)
     assert paused.returncode == 0 and "paused" in paused.stdout
+    by_state = json.loads(run_cli("jobs", "ls", "--state", "paused", "--json", *api).stdout)
+    assert [j["name"] for j in by_state] == ["nightly-report"]
     held = json.loads(run_cli("jobs", "show", "nightly-report", "--json", *api).stdout)
     assert held["enabled"] is False and held["hold"]["note"] == "vendor outage"
     assert run_cli("jobs", "resume", "nightly-report", *api).returncode == 0

@@ -45,6 +45,9 @@ def add_commands(commands: Any) -> None:
     actions = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = actions.add_parser("ls", parents=[common], help="list the jobs")
     ls.add_argument("--handler", help="only the jobs of this handler")
+    ls.add_argument("--search", metavar="TEXT", help="only the jobs whose name or handler contains TEXT (any case)")
+    ls.add_argument("--state", choices=("enabled", "paused", "disabled", "failing", "alerting"),
+                    help="only the jobs in this state")  # fmt: skip
     state = ls.add_mutually_exclusive_group()
     state.add_argument("--enabled", dest="enabled", action="store_const", const=True, help="only enabled jobs")
     state.add_argument("--paused", dest="enabled", action="store_const", const=False, help="only paused jobs")
@@ -128,6 +131,10 @@ def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     params: dict[str, Any] = {"limit": PAGE}
     if args.handler:
         params["handler"] = args.handler
+    if args.search:
+        params["q"] = args.search
+    if args.state:
+        params["state"] = args.state
     if args.enabled is not None:
         params["enabled"] = "true" if args.enabled else "false"
     items = list(pages(client, "/jobs", params))

@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, Response, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    Playwright,
+    Request,
+    Response,
+    expect,
+    sync_playwright,
+)
 
 from tests.e2e.conftest import Serve, wait_for
 
@@ -44,9 +53,14 @@ class Tab:
         self.errors: list[str] = []
         page.on("console", self._console)
         page.on("pageerror", lambda exc: self.errors.append(f"script error: {exc}"))
-        page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url} {r.failure}"))
+        page.on("requestfailed", self._failed)
         page.on("response", self._response)
         page.set_default_timeout(10_000)
+
+    def _failed(self, request: Request) -> None:
+        # a request cut off by the page's own navigation (a reload, a new address) is not a failure
+        if request.failure != "net::ERR_ABORTED":
+            self.errors.append(f"request failed: {request.url} {request.failure}")
 
     def _response(self, response: Response) -> None:
         if response.status >= 500:
@@ -297,4 +311,35 @@ def test_a_phone_screen_and_the_keyboard(start: Callable[..., Serve], tab: Calla
     page.locator("#jobs a", has_text="pocket").focus()
     page.keyboard.press("Enter")
     expect(page.locator("h1")).to_contain_text("pocket")
+    assert t.errors == []
+
+
+def test_a_page_left_stops_refreshing_and_one_kept_refreshes_once_a_period(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    t = tab(serve)
+    t.page.clock.install()  # the page's timers on a clock the test moves
+    calls: list[str] = []
+    t.page.on("request", lambda r: calls.append(r.url.split("?")[0].rsplit("/", 1)[-1]))
+    page = t.open("/")
+    expect(page.locator("h1")).to_have_text("Overview")
+
+    def refreshed(times: int) -> bool:
+        page.evaluate("1")  # lets Playwright deliver the page's events (its request events among them)
+        return calls.count("overview") >= 1 + times
+
+    for period in range(1, 4):  # each 10 s period refreshes once (not 1, 2, 4... timers piling up)
+        page.clock.run_for(10_000)
+        wait_for(lambda: refreshed(period))  # noqa: B023 - called at once, in this iteration
+        page.wait_for_load_state("networkidle")
+        assert calls.count("overview") == 1 + period, calls
+    expect(page.locator("h1")).to_have_text("Overview")
+    page.locator("nav a", has_text="Jobs").click()
+    expect(page.locator("h1")).to_have_text("Jobs")
+    calls.clear()
+    page.clock.run_for(60_000)
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("h1")).to_have_text("Jobs")  # nothing painted the overview back over it
+    assert "overview" not in calls, calls
     assert t.errors == []

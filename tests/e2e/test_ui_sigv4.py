@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -142,6 +143,16 @@ def test_ticklock_ui_refuses_other_sites_and_other_hosts(servers: Callable[..., 
     posted = httpx.post(f"{ui.url}/jobs", headers={"origin": "http://evil.example"}, json={}, timeout=10)
     assert posted.status_code == 403
     assert gateway.log() == []  # neither was passed on
+    # nor what no browser sends: a target that names another host, a length that is not one, a chunked body
+    for raw, status in (
+        (b"GET @evil.example/jobs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", b" 400 "),
+        (b"POST /jobs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: -1\r\n\r\n", b" 413 "),
+        (b"POST /jobs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b" 411 "),
+    ):
+        with socket.create_connection(("127.0.0.1", ui.port), timeout=10) as conn:
+            conn.sendall(raw % ui.port)
+            assert status in conn.recv(200).split(b"\r\n")[0] + b" ", raw
+    assert gateway.log() == []
 
 
 def test_the_cli_signs_with_sigv4(servers: Callable[..., Any], tmp_path: Path) -> None:
@@ -150,6 +161,10 @@ def test_the_cli_signs_with_sigv4(servers: Callable[..., Any], tmp_path: Path) -
     created = run_cli("jobs", "create", "cli-signed", "--handler", "test.record", "--cron", "0 0 4 * * *",
                       "--sigv4", "--region", REGION, env=env)  # fmt: skip
     assert created.returncode == 0, created.stderr
+    searched = run_cli("jobs", "ls", "--search", "signed *", "--sigv4", "--region", REGION, env=env)
+    assert searched.returncode == 0, searched.stderr  # a space and a '*' in the query, signed as sent
+    both = run_cli("jobs", "ls", "--sigv4", "--region", REGION, "--token", "t", env=env)
+    assert both.returncode == 2 and "Authorization" in both.stderr
     listed = run_cli("jobs", "ls", "--sigv4", "--region", REGION, "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert [j["name"] for j in json.loads(listed.stdout) if not j["name"].startswith("system:")] == ["cli-signed"]

@@ -1,5 +1,6 @@
 """SQLite files written by older schemas open under the current one: a first file's jobs gain
-``disabled_reason`` and a policy and read as before; a version 3 file's executions gain a jitter."""
+``disabled_reason`` and a policy and read as before; a version 3 file's executions gain a jitter; a
+version 4 file's jobs gain their runs' summary, filled from the executions it kept."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     finally:
         store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4  # 4: executions.jitter
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5  # 5: the runs' summary
     tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "executions", "ledger"} <= tables
     check.close()
@@ -97,3 +98,32 @@ def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_
     columns = {r[1] for r in check.execute("PRAGMA table_info(jobs)")}
     assert "hold" in columns
     check.close()
+
+
+def test_a_version_4_file_gets_its_runs_summary_from_its_executions(tmp_path: Path) -> None:
+    from tests.contract.test_store_views import run
+    from tests.support.factories import T0, make_job
+    from ticklock.domain.jobs import ExecutionStatus
+
+    path = tmp_path / "v4.db"
+    store = SQLiteStore(path)
+    job = store.add_job(make_job())
+    never = store.add_job(make_job())
+    run(store, job, ExecutionStatus.SUCCESS, T0)
+    run(store, job, ExecutionStatus.FAILED, T0 + timedelta(minutes=1))
+    run(store, job, ExecutionStatus.SUCCESS, T0 + timedelta(minutes=2))
+    expected = store.get_job(job.id).last_run
+    store.close()
+    old = sqlite3.connect(path)  # as version 4 left it: no summary (the columns exist, as after ADD COLUMN)
+    old.execute("UPDATE jobs SET last_status = NULL, last_at = NULL, runs = 0, runs_ok = 0")
+    old.execute("PRAGMA user_version=4")
+    old.commit()
+    old.close()
+    store = SQLiteStore(path)
+    try:
+        summary = store.get_job(job.id).last_run
+        assert summary == expected and summary is not None
+        assert (summary.status, summary.runs, summary.ok) == (ExecutionStatus.SUCCESS, 3, 2)
+        assert store.get_job(never.id).last_run is None
+    finally:
+        store.close()

@@ -23,7 +23,8 @@ def create(api: ApiHarness, name: str, expr: str = "0 * * * * *", **extra: Any) 
 
 
 def finish(api: ApiHarness, job_id: str, seconds: int, status: ExecutionStatus) -> None:
-    execution = ran(job_id, seconds).with_changes(status=ExecutionStatus.RUNNING, finished_at=None)
+    execution = ran(job_id, seconds).with_changes(id=f"{job_id}:{seconds}", status=ExecutionStatus.RUNNING,
+                                                  finished_at=None)  # fmt: skip
     api.store.start_execution(execution)
     done = execution.with_changes(status=status, finished_at=T + timedelta(seconds=seconds + 1), duration=1.0)
     assert api.store.finish_execution(done)
@@ -123,3 +124,31 @@ def test_overview_counts_states_steps_lag_failures_and_alerts(api: ApiHarness) -
     assert [f["status"] for f in body["failures"]] == ["failed"]
     assert body["alerts"] == []
     assert api.get("/overview", params={"window": 0}).status_code == 422
+
+
+def test_time_sorts_page_through_their_cursors_jobs_without_a_value_included(api: ApiHarness) -> None:
+    made = [create(api, f"t-{i}") for i in range(6)]
+    for i, job in enumerate(made[:4]):  # two jobs never run: no last_at
+        finish(api, job["id"], 10 * (i % 2), ExecutionStatus.SUCCESS)  # ties on last_at, broken by id
+    for sort in ("last_at", "-last_at", "next_run_at", "-next_run_at"):
+        whole = names(api, sort=sort, limit=100)
+        seen, after = [], None
+        while True:
+            body = api.get("/jobs", params={"sort": sort, "limit": 2, **({"after": after} if after else {})}).json()
+            seen += [j["name"] for j in body["items"]]
+            after = body["next"]
+            if after is None:
+                break
+        assert seen == whole and len(seen) == 6, sort  # each once, in the one-page order
+    first = api.get("/jobs", params={"sort": "name", "limit": 2}).json()["next"]
+    for other in ("-name", "last_at"):  # a cursor is for the listing that made it
+        response = api.get("/jobs", params={"sort": other, "after": first})
+        assert response.status_code == 422 and response.json()["details"][0]["field"] == "query.after"
+
+
+def test_the_lag_percentiles_are_nearest_rank() -> None:
+    from ticklock.api.views import _percentile
+
+    hundred = [float(i) for i in range(1, 101)]
+    assert (_percentile(hundred, 0.5), _percentile(hundred, 0.99), _percentile(hundred, 1.0)) == (50.0, 99.0, 100.0)
+    assert (_percentile([1.0, 2.0], 0.5), _percentile([7.0], 0.99), _percentile([], 0.5)) == (1.0, 7.0, None)

@@ -103,3 +103,32 @@ def test_an_httpx_request_is_signed_with_what_it_sends() -> None:
     assert "SignedHeaders=content-type;host;x-amz-date," in request.headers["authorization"]
     assert "/eu-west-1/execute-api/aws4_request" in request.headers["authorization"]
     assert region_of(url) == "eu-west-1" and region_of("http://127.0.0.1:8000") is None
+
+
+def test_the_query_is_sent_in_canonical_form_and_a_gateway_of_its_own_accepts_it() -> None:
+    from tests.support.gateway import verify
+
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+    now = datetime.now(UTC)
+    signer = Signer(Credentials("AKIDEXAMPLE", secret), "eu-west-1", now=lambda: now)
+    seen: list[httpx.Request] = []
+
+    def gateway(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    with httpx.Client(transport=httpx.MockTransport(gateway), auth=SigV4(signer)) as client:
+        client.get("https://abc.execute-api.eu-west-1.amazonaws.com/Prod/jobs?q=a+b*&sort=-name&x=%7E~")
+        client.post("https://abc.execute-api.eu-west-1.amazonaws.com/Prod/jobs", json={"name": "ü"})
+    get, post = seen
+    assert get.url.query.decode() == "q=a%20b%2A&sort=-name&x=~~"  # '+' is a space; '*' encoded
+    for request in seen:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        target = request.url.raw_path.decode()
+        problem = verify(request.method, target, headers, request.content, key="AKIDEXAMPLE", secret=secret,
+                         region="eu-west-1", now=now)  # fmt: skip
+        assert problem is None, (request.url, problem)
+    tampered = {k.lower(): v for k, v in post.headers.items()}
+    problem = verify("POST", post.url.raw_path.decode(), tampered, b'{"name":"x"}', key="AKIDEXAMPLE",
+                     secret=secret, region="eu-west-1", now=now)  # fmt: skip
+    assert problem == "the signature does not match"

@@ -275,12 +275,11 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query
-        query = q.to_query()
-        jobs = service.store.find_jobs(query, limit=q.limit + 1)
+        jobs = service.store.find_jobs(q.to_query(), limit=q.limit + 1)
         more = len(jobs) > q.limit
         jobs = jobs[: q.limit]
         return JobPage.model_validate(
-            {"items": [JobOut.fields(j) for j in jobs], "next": job_cursor(jobs[-1], query.sort) if more else None}
+            {"items": [JobOut.fields(j) for j in jobs], "next": job_cursor(jobs[-1], q.sort) if more else None}
         )
 
     def overview(call: Call) -> OverviewOut:

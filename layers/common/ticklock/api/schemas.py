@@ -575,32 +575,34 @@ class ListJobsQuery(BaseModel):
             outcome=self.outcome,
             sort=sort,
             descending=self.sort.startswith("-"),
-            after=None if self.after is None else read_cursor(self.after, sort),
+            after=None if self.after is None else read_cursor(self.after, self.sort),
         )
 
 
 def job_cursor(job: Job, sort: str) -> str:
-    """The ``next`` after ``job`` in a listing by ``sort``: its id by id (as before sorting existed), else
-    its sort value and id, opaque (base64url of JSON)."""
-    if sort == "id":
+    """The ``next`` after ``job`` in a listing by ``sort`` (as given: ``-name``...): its id by id (as before
+    sorting existed), else the sort, its value and the id, opaque (base64url of JSON)."""
+    key = sort.lstrip("-")
+    if key == "id":
         return job.id
-    if sort == "name":
+    if key == "name":
         value: Any = job.name
     else:
-        moment = job.next_run_at if sort == "next_run_at" else job.last_run.at if job.last_run else None
+        moment = job.next_run_at if key == "next_run_at" else job.last_run.at if job.last_run else None
         value = None if moment is None else moment.isoformat()
-    return base64.urlsafe_b64encode(json.dumps([value, job.id]).encode()).decode().rstrip("=")
+    return base64.urlsafe_b64encode(json.dumps([sort, value, job.id]).encode()).decode().rstrip("=")
 
 
 def read_cursor(text: str, sort: str) -> tuple[Any, str]:
+    """The (value, id) a ``job_cursor`` made for ``sort`` holds; ``InvalidJob`` for any other text."""
     if sort == "id":
         return text, text
     problem = "query.after: not a `next` of this listing (pass it back as it came, with the same sort)"
     try:
-        value, job_id = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        if not isinstance(job_id, str) or not (value is None or isinstance(value, str)):
+        made_for, value, job_id = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if made_for != sort or not isinstance(job_id, str) or not (value is None or isinstance(value, str)):
             raise ValueError(problem)
-        if sort != "name" and value is not None:
+        if sort.lstrip("-") != "name" and value is not None:
             value = parse_instant(value)
     except (ValueError, TypeError, InvalidJob):
         raise InvalidJob(problem, field="query.after") from None

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from ticklock.api.schemas import ActivityOut, AlertOut, ExecutionOut, LagOut, OverviewOut, OverviewQuery
@@ -37,8 +38,11 @@ def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewO
         _spread(counts, entry.outcome, entry.first_at, entry.last_at, entry.count, start, step)
     runs = store.executions_between(None, start=start, end=now, limit=LAG_SAMPLE)
     lags = sorted(max(0.0, e.lag) for e in runs)
-    failures = store.executions_between(
-        None, start=now - FAILURES_SINCE, end=now, limit=q.failures, statuses=[s.value for s in FAILED_STATUSES]
+    failed = [s.value for s in FAILED_STATUSES]
+    failures = (
+        store.executions_between(None, start=now - FAILURES_SINCE, end=now, limit=q.failures, statuses=failed)
+        if q.failures
+        else []
     )
     return OverviewOut(
         now=now,
@@ -49,7 +53,7 @@ def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewO
         lag=LagOut(
             p50=_percentile(lags, 0.5), p99=_percentile(lags, 0.99), max=lags[-1] if lags else None, sample=len(lags)
         ),
-        failures=[ExecutionOut.of(e) for e in failures] if q.failures else [],
+        failures=[ExecutionOut.of(e) for e in failures],
         alerts=[a for job in alerting_jobs(store) for a in AlertOut.all_of(job)],
     )
 
@@ -86,5 +90,5 @@ def _percentile(values: list[float], q: float) -> float | None:
     """The nearest-rank percentile of sorted ``values``."""
     if not values:
         return None
-    rank = max(0, min(len(values) - 1, round(q * len(values) + 0.5) - 1))
+    rank = max(0, min(len(values) - 1, math.ceil(q * len(values)) - 1))
     return round(values[rank], 3)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Generator, Iterable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import httpx
 from botocore.auth import SIGV4_TIMESTAMP, SigV4Auth
@@ -87,7 +87,7 @@ class Signer:
         found = region or region_of(url) or session.get_config_variable("region")
         if not found:
             raise SigningError("--sigv4: no region: give --region, or set AWS_REGION (or AWS_DEFAULT_REGION)")
-        return Signer(credentials.get_frozen_credentials(), found)
+        return Signer(credentials, found)  # refreshable (SSO, a role): frozen afresh for each request
 
     def sign(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes) -> dict[str, str]:
         """The headers to add to the request (``authorization``, ``x-amz-date`` and, with temporary
@@ -99,12 +99,21 @@ class Signer:
         request = AWSRequest(method=method.upper(), url=url, data=body)
         for name, value in kept:
             request.headers[name] = value
-        _Clocked(self.credentials, self.service, self.region, self.now).add_auth(request)
+        freeze = getattr(self.credentials, "get_frozen_credentials", None)
+        credentials = freeze() if freeze is not None else self.credentials
+        _Clocked(credentials, self.service, self.region, self.now).add_auth(request)
         added = {"authorization": request.headers["Authorization"], "x-amz-date": request.headers["X-Amz-Date"]}
         token = request.headers.get("X-Amz-Security-Token")
         if token:
             added["x-amz-security-token"] = token
         return added
+
+
+def canonical_query(query: str) -> str:
+    """``query`` with each name and value percent-encoded as SigV4 wants (all but ``A-Za-z0-9-_.~``), in
+    its order (the signer sorts what it signs; the wire keeps the client's order)."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in pairs)
 
 
 def to_sign(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -121,6 +130,9 @@ class SigV4(httpx.Auth):
         self.signer = signer
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        # the query sent in SigV4's canonical form, so that what is signed is what the gateway rebuilds
+        # (a browser's or httpx's '+' for a space, a bare '*', would be decoded there and fail the check)
+        request.url = request.url.copy_with(query=canonical_query(request.url.query.decode()).encode() or None)
         for name, value in self.signer.sign(
             request.method, str(request.url), to_sign(request.headers.multi_items()), request.content
         ).items():

@@ -77,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return 2
     token = args.token or os.environ.get("TICKLOCK_API_TOKEN")
+    if signer is not None and args.token:
+        print("ticklock: error: --token and SigV4 both take the Authorization header; give one", file=sys.stderr)
+        return 2
+    if signer is not None:
+        token = None  # behind API Gateway's IAM check the signature is the credential
     server = proxy(base, signer=signer, token=token, port=args.port)
     host, port = str(server.server_address[0]), int(server.server_address[1])
     how = "SigV4-signed" if signer else "with the bearer token" if token else "as they come"
@@ -93,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
 def proxy(base: str, *, signer: Signer | None, token: str | None, port: int) -> ThreadingHTTPServer:
     """The listener (not yet serving): the dashboard's files, and the API calls passed on to ``base``."""
     files = assets()
+    parsed = httpx.URL(base)
+    upstream = (parsed.scheme, parsed.host, parsed.port)  # every call goes there, whatever the path says
     client = httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0), auth=SigV4(signer) if signer else None,
                           follow_redirects=False, headers={"user-agent": "ticklock-ui"})  # fmt: skip
 
@@ -133,9 +140,15 @@ def proxy(base: str, *, signer: Signer | None, token: str | None, port: int) -> 
             return self.headers.get("host", "") in here
 
         def _pass_on(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            if length > MAX_BODY:
+            if self.headers.get("transfer-encoding") is not None:
+                return self._send(HTTPStatus.LENGTH_REQUIRED, b'{"error":"length_required"}', close=True)
+            given_length = self.headers.get("content-length") or "0"
+            if not given_length.isdigit() or int(given_length) > MAX_BODY:
                 return self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b'{"error":"too_large"}', close=True)
+            length = int(given_length)
+            target = httpx.URL(base + self.path)
+            if not self.path.startswith("/") or (target.scheme, target.host, target.port) != upstream:
+                return self._send(HTTPStatus.BAD_REQUEST, b'{"error":"bad_request","message":"not a path"}')
             body = self.rfile.read(length) if length else b""
             headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
             given = self.headers.get("authorization")
@@ -144,7 +157,7 @@ def proxy(base: str, *, signer: Signer | None, token: str | None, port: int) -> 
             elif given and signer is None:
                 headers["authorization"] = given  # the page's own login, to a token-guarded API
             try:
-                answer = client.request(self.command, base + self.path, headers=headers, content=body)
+                answer = client.request(self.command, target, headers=headers, content=body)
             except httpx.HTTPError as exc:
                 said = f"the API at {base} did not answer: {type(exc).__name__}"
                 return self._send(

@@ -8,6 +8,7 @@ const FINAL = ["success", "failed", "timeout", "lost", "cancelled"];
 const COLOURS = ["success", "failed", "timeout", "lost", "cancelled", "running", "skipped", "missed"];
 const STATES = ["enabled", "paused", "disabled", "failing", "alerting"];
 let refresh = null; // the current page's refresh timer
+let generation = 0; // which route() is current: a page drawn for an older one is dropped, its timer dies
 
 // -- DOM --------------------------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -109,6 +110,7 @@ function login(problem) {
   if (loggingIn) return;
   loggingIn = true;
   stopRefresh();
+  generation += 1; // what was being drawn is dropped: the form stays
   const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "current-password",
     required: true, "aria-describedby": "token-hint" });
   const form = h("form", { class: "panel login", onsubmit: (event) => {
@@ -173,12 +175,26 @@ function failed(err) {
   show(h("div", { class: "panel" }, h("h1", {}, "Something went wrong"), h("p", { role: "alert" }, err.message)));
 }
 function stopRefresh() {
-  if (refresh) clearInterval(refresh);
+  if (refresh) clearTimeout(refresh);
   refresh = null;
+}
+// draw `nodes` unless the route changed since `mine` (a slow answer must not paint over another page)
+function showFor(mine, ...nodes) {
+  if (mine === generation) show(...nodes);
+  return mine === generation;
+}
+// run `page` again in `ms`, once, if the route is still `mine` (one timer at a time, never piling up)
+function again(mine, ms, page) {
+  stopRefresh();
+  refresh = setTimeout(() => {
+    if (mine === generation && !document.querySelector("dialog[open]")) page().catch(() => {});
+    else if (mine === generation) again(mine, ms, page);
+  }, ms);
 }
 
 // -- overview -------------------------------------------------------------------------------------------
 async function overview() {
+  const mine = generation;
   const data = await api("GET", "/overview");
   const cards = h("div", { class: "cards" },
     h("a", { class: "card", href: "#/jobs" }, h("span", { class: "n" }, data.jobs.total), h("span", { class: "label" }, "jobs")),
@@ -186,7 +202,7 @@ async function overview() {
       href: `#/jobs?state=${state}`, dataset: { state } },
     h("span", { class: "n" }, data.jobs[state]), h("span", { class: "label" }, state))));
   const failures = await Promise.all(data.failures.map(async (e) => ({ ...e, name: await jobName(e.job_id) })));
-  show(
+  const drawn = showFor(mine,
     h("div", { class: "title-row" }, h("div", {}, h("h1", {}, "Overview"),
       h("p", { class: "muted small" }, `as of ${when(data.now)}, refreshed every 10 s`))),
     cards,
@@ -212,7 +228,7 @@ async function overview() {
           h("td", {}, h("a", { href: `#/jobs/${e.job_id}` }, e.name)), h("td", {}, badge(e.status)),
           h("td", {}, timeEl(e.scheduled_at)), h("td", {}, h("pre", { class: "error-text" }, e.error || "")))))))
         : h("p", { class: "muted" }, "No failed, timed-out or lost run in the last day.")));
-  refresh = setInterval(() => overview().catch(() => {}), 10000);
+  if (drawn) again(mine, 10000, overview);
 }
 
 function activityChart(steps, step) {
@@ -245,6 +261,7 @@ function activityChart(steps, step) {
 // -- jobs ---------------------------------------------------------------------------------------------------
 const SORTS = { name: "Name", next_run_at: "Next fire", last_at: "Last run" };
 async function jobs(params) {
+  const mine = generation;
   const selected = new Set();
   const handlers = await api("GET", "/handlers").catch(() => []);
   const limit = Number(params.get("limit")) || 50;
@@ -314,7 +331,7 @@ async function jobs(params) {
     } }, "← Previous"),
     h("button", { type: "button", id: "next", disabled: !page.next, onclick: () =>
       go({ after: page.next, prev: [...history, params.get("after") || "-"].join(",") }) }, "Next →"));
-  show(
+  showFor(mine,
     h("div", { class: "title-row" }, h("div", {}, h("h1", {}, "Jobs")),
       h("a", { class: "button primary", href: "#/new" }, "New job")),
     h("div", { class: "filters", role: "search" }, search,
@@ -342,7 +359,10 @@ async function bulk(action, ids) {
     action === "delete" ? `This deletes ${ids.length} ${noun} and their history. It cannot be undone.` : null,
     [], `${verbs[action]} ${ids.length} ${noun}`, action === "delete");
   if (!ok) return;
-  const call = (id) => (action === "delete" ? api("DELETE", `/jobs/${id}`) : api("POST", `/jobs/${id}/${action}`));
+  const call = (id) => {
+    const path = `/jobs/${encodeURIComponent(id)}`;
+    return action === "delete" ? api("DELETE", path) : api("POST", `${path}/${action}`);
+  };
   const results = await Promise.allSettled(ids.map(call));
   const bad = results.filter((r) => r.status === "rejected");
   if (bad.length) toast(`${ids.length - bad.length} done, ${bad.length} refused: ${bad[0].reason.message}`, true);
@@ -352,6 +372,7 @@ async function bulk(action, ids) {
 
 // -- one job ------------------------------------------------------------------------------------------------
 async function job(id) {
+  const mine = generation;
   const path = `/jobs/${encodeURIComponent(id)}`;
   const monthAgo = isoZ(new Date(Date.now() - 30 * 86400 * 1000));
   const [j, upcoming, fires, runs] = await Promise.all([
@@ -400,7 +421,7 @@ async function job(id) {
     }));
   const hold = j.hold ? h("p", { class: "small" }, badge(j.hold.kind === "skip" ? "skipping" : "paused", "paused"), " ",
     j.hold.note ? `“${j.hold.note}” ` : "", j.hold.resumes_at ? `until ${when(j.hold.resumes_at)}` : "until resumed") : null;
-  show(
+  const drawn = showFor(mine,
     h("div", { class: "title-row" },
       h("div", {}, h("h1", {}, j.name, " ", badge(state)),
         h("p", { class: "muted", id: "words" }, j.schedule_text), hold,
@@ -437,9 +458,7 @@ async function job(id) {
           h("td", { class: "num" }, e.attempts), h("td", { class: "num" }, seconds(e.duration)),
           h("td", { class: "num hide-sm" }, seconds(e.lag)), h("td", {}, e.error ? h("pre", { class: "error-text" }, e.error) : ""))))))
         : h("p", { class: "muted", id: "no-runs" }, "No run yet.")));
-  refresh = setInterval(() => {
-    if (!document.querySelector("dialog[open]")) job(id).catch(() => {});
-  }, 5000);
+  if (drawn) again(mine, 5000, () => job(id));
 }
 
 function changeText(change) {
@@ -475,12 +494,12 @@ async function backfill(j) {
   if (!v) return;
   const body = { from: v.from, to: v.to, dry_run: true };
   try {
-    const plan = await api("POST", `/jobs/${j.id}/backfill`, body);
+    const plan = await api("POST", `/jobs/${encodeURIComponent(j.id)}/backfill`, body);
     const listed = plan.fires.slice(0, 8).map((f) => when(f.at) + (f.backfilled ? " (already backfilled)" : "")).join("; ");
     const more = plan.fires.length > 8 ? ` and ${plan.fires.length - 8} more` : "";
     const ok = await ask(`Backfill ${plan.count} fires of ${j.name}?`, `${listed}${more}.`, [], `Run ${plan.count} fires`);
     if (!ok) return;
-    const done = await api("POST", `/jobs/${j.id}/backfill`, { ...body, dry_run: false });
+    const done = await api("POST", `/jobs/${encodeURIComponent(j.id)}/backfill`, { ...body, dry_run: false });
     toast(`Backfill queued: ${done.count} fires`);
     route();
   } catch (err) {
@@ -490,6 +509,7 @@ async function backfill(j) {
 
 // -- create and edit ------------------------------------------------------------------------------------------------
 async function edit(id) {
+  const mine = generation;
   const [handlers, current] = await Promise.all([api("GET", "/handlers"),
     id ? api("GET", `/jobs/${encodeURIComponent(id)}`) : Promise.resolve(null)]);
   const sched = current ? current.schedule : { kind: "cron", expr: "0 */5 * * * *", timezone: "UTC" };
@@ -527,7 +547,9 @@ async function edit(id) {
   };
   const preview = h("div", { class: "preview", id: "preview", "aria-live": "polite" }, "…");
   const formError = h("div", { class: "form-error", id: "form-error", role: "alert" });
-  const schedule = () => (kind === "cron" ? { kind, expr: inputs.expr.value, timezone: inputs.timezone.value.trim() || "UTC" }
+  // a cron job's clock-change choices (gap, overlap) are kept as they are: the form does not show them
+  const kept = current && current.schedule.kind === "cron" ? { gap: current.schedule.gap, overlap: current.schedule.overlap } : {};
+  const schedule = () => (kind === "cron" ? { kind, expr: inputs.expr.value, timezone: inputs.timezone.value.trim() || "UTC", ...kept }
     : kind === "interval" ? { kind, seconds: Number(inputs.seconds.value) } : { kind, at: inputs.at.value.trim() });
   const clearErrors = (prefix) => {
     for (const el of form.querySelectorAll(".field")) {
@@ -586,7 +608,8 @@ async function edit(id) {
     const body = { name: inputs.name.value.trim(), handler: inputs.handler.value, schedule: schedule(), payload,
       timeout: Number(inputs.timeout.value), max_retries: Number(inputs.max_retries.value), enabled: inputs.enabled.checked };
     try {
-      const saved = current ? await api("PATCH", `/jobs/${current.id}`, changed(current, body)) : await api("POST", "/jobs", body);
+      const saved = current ? await api("PATCH", `/jobs/${encodeURIComponent(current.id)}`, changed(current, body))
+        : await api("POST", "/jobs", body);
       toast(current ? "Saved" : `Created ${saved.name}`);
       location.hash = `#/jobs/${saved.id}`;
     } catch (err) {
@@ -605,7 +628,7 @@ async function edit(id) {
   formError,
   h("div", { class: "actions" }, h("button", { class: "primary", type: "submit", id: "save" }, current ? "Save" : "Create"),
     h("a", { class: "button", href: current ? `#/jobs/${current.id}` : "#/jobs" }, "Cancel")));
-  show(form);
+  if (!showFor(mine, form)) return;
   layout();
   schedulePreview();
   inputs.name.focus();
@@ -624,6 +647,8 @@ function changed(current, body) {
 // -- the router ------------------------------------------------------------------------------------------------
 async function route() {
   stopRefresh();
+  generation += 1;
+  names.clear();
   if (loggingIn) return;
   const [path, search] = (location.hash.slice(1) || "/").split("?");
   const params = new URLSearchParams(search || "");

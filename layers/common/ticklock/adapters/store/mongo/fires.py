@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 
@@ -23,6 +24,8 @@ from ticklock.adapters.store.mongo.documents import (
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
 from ticklock.ports import Started
+
+log = logging.getLogger("ticklock.store")
 
 
 class Fires(Connection):
@@ -211,7 +214,12 @@ class Fires(Connection):
         if result.modified_count != 1:
             return False
         if execution.status.final:
-            self._call(lambda: self._summarise(execution))
+            try:
+                self._summarise(execution)
+            except PyMongoError as exc:
+                # the run is final and stays so; only the job's summary misses it (until its next run):
+                # failing here would keep the fire's advance from happening
+                log.warning("store.summary_lost", extra={"job_id": execution.job_id, "error": str(exc)})
         return True
 
     def _summarise(self, execution: Execution) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ticklock.adapters.store.sqlite.schema import ADDED_COLUMNS, INDEXES, SCHEMA_VERSION, TABLES
+from ticklock.adapters.store.sqlite.schema import ADDED_COLUMNS, BACKFILLS, INDEXES, SCHEMA_VERSION, TABLES
 from ticklock.errors import StoreUnavailable
 
 T = TypeVar("T")
@@ -58,6 +58,10 @@ class Connection:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             for statement in INDEXES:
                 self._conn.execute(statement)
+            for target, statements in BACKFILLS.items():
+                if 0 < version < target:  # a file written before: a new one has nothing to fill
+                    for statement in statements:
+                        self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:

@@ -12,7 +12,7 @@ from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
 from ticklock.domain.jobs import FAILED_STATUSES, Job
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
-from ticklock.ports import JOB_TIME_SORTS, JobQuery
+from ticklock.ports import JOB_SORTS, JOB_TIME_SORTS, JobQuery
 
 _FAILING = f"last_status IN ({', '.join(repr(s.value) for s in FAILED_STATUSES)})"
 # each state as a condition (the counts and the filter share them)
@@ -101,6 +101,8 @@ class Jobs(Connection):
         elif query.outcome is not None:
             clauses.append("last_status = ?")
             args.append(query.outcome)
+        if query.sort not in JOB_SORTS:
+            raise ValueError(f"unknown sort {query.sort!r}")
         column, way = query.sort, "DESC" if query.descending else "ASC"
         if query.after is not None:
             value, last_id = query.after

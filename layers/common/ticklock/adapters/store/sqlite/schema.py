@@ -106,6 +106,19 @@ ADDED_COLUMNS = [
     ("jobs", "runs", "INTEGER NOT NULL DEFAULT 0"),  # 5
     ("jobs", "runs_ok", "INTEGER NOT NULL DEFAULT 0"),  # 5
 ]
+_ENDED = "e.job_id = jobs.id AND e.status NOT IN ('running', 'interrupted')"
+# what a file gains once, when it is opened by a ticklock of that version: 5 fills the runs' summary
+# from the executions kept
+BACKFILLS = {
+    5: [
+        f"""UPDATE jobs SET
+            runs = (SELECT COUNT(*) FROM executions e WHERE {_ENDED}),
+            runs_ok = (SELECT COUNT(*) FROM executions e WHERE {_ENDED} AND e.status = 'success'),
+            last_status = (SELECT e.status FROM executions e WHERE {_ENDED} ORDER BY e.finished_at DESC LIMIT 1),
+            last_at = (SELECT e.finished_at FROM executions e WHERE {_ENDED} ORDER BY e.finished_at DESC LIMIT 1)
+        WHERE last_status IS NULL"""
+    ],
+}
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
     "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold, "

@@ -343,3 +343,83 @@ def test_a_page_left_stops_refreshing_and_one_kept_refreshes_once_a_period(
     expect(page.locator("h1")).to_have_text("Jobs")  # nothing painted the overview back over it
     assert "overview" not in calls, calls
     assert t.errors == []
+
+
+def test_a_jobs_actions_pause_with_a_note_resume_backfill_delete_and_a_refusal(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    job = serve.create(name="act-on-me", handler="test.record", schedule={"kind": "cron", "expr": "0 * * * * *"})
+    t = tab(serve)
+    page = t.open(f"/jobs/{job['id']}")
+    expect(page.locator("h1")).to_contain_text("act-on-me")
+
+    page.locator("#pause").click()
+    dialog = page.locator("dialog[open]")
+    dialog.locator("#ask-note").fill("waiting for the vendor")
+    dialog.locator("#ask-ok").click()
+    expect(page.locator(".toast")).to_contain_text("Paused")
+    expect(page.locator("main")).to_contain_text("waiting for the vendor")
+    held = serve.client.get(f"/jobs/{job['id']}").json()
+    assert (held["enabled"], held["hold"]["note"]) == (False, "waiting for the vendor")
+    page.locator("#resume").click()
+    expect(page.locator("#pause")).to_be_visible()
+    assert serve.client.get(f"/jobs/{job['id']}").json()["enabled"] is True
+
+    # backfill: the dry run lists the fires first; nothing runs until it is confirmed
+    page.locator("#backfill").click()
+    dialog = page.locator("dialog[open]")
+    created = job["created_at"].replace("+00:00", "Z")
+    dialog.locator("#ask-from").fill(created)  # from the job's creation: its first minutes' slots
+    dialog.locator("#ask-ok").click()
+    preview = page.locator("dialog[open]")
+    expect(preview).to_contain_text("Backfill")
+    expect(preview).to_contain_text("fires of act-on-me?")
+    assert serve.client.get(f"/jobs/{job['id']}").json()["backfill"] is None  # the dry run changed nothing
+    count = int(preview.locator("h2").inner_text().split()[1])
+    if count:
+        preview.locator("#ask-ok").click()
+        expect(page.locator(".toast").last).to_contain_text(f"Backfill queued: {count} fires")
+    else:  # the window held no slot yet: cancelling is all there is to do
+        preview.locator("button[value=cancel]").click()
+
+    # a refused call shows the API's message: the job is deleted behind the page's back
+    serve.client.delete(f"/jobs/{job['id']}")
+    page.locator("#trigger").click()
+    expect(page.locator(".toast.bad")).to_contain_text(job["id"])
+
+    other = serve.create(name="delete-me", handler="test.record", schedule={"kind": "interval", "seconds": 60})
+    page = t.open(f"/jobs/{other['id']}")
+    page.locator("#delete").click()
+    expect(page.locator("dialog[open]")).to_contain_text("Delete delete-me?")
+    page.locator("dialog[open] #ask-ok").click()
+    expect(page.locator("h1")).to_have_text("Jobs")
+    assert serve.client.get(f"/jobs/{other['id']}").status_code == 404
+    assert t.errors == []
+
+
+def test_the_form_takes_an_interval_and_a_one_shot(start: Callable[..., Serve], tab: Callable[..., Tab]) -> None:
+    serve = start()
+    t = tab(serve)
+    page = t.open("/new")
+    page.locator("#f-name").fill("every-ninety")
+    page.locator("#f-handler").select_option("test.record")
+    page.locator("input[name=kind][value=interval]").check()
+    page.locator("[id='f-schedule.seconds']").fill("90")
+    expect(page.locator("#preview-words")).to_have_text("every 1 minute 30 seconds, from the end of the previous run")
+    page.locator("#save").click()
+    expect(page.locator("h1")).to_contain_text("every-ninety")
+
+    page = t.open("/new")
+    page.locator("#f-name").fill("just-once")
+    page.locator("#f-handler").select_option("test.record")
+    page.locator("input[name=kind][value=once]").check()
+    page.locator("[id='f-schedule.at']").fill("yesterday")
+    expect(page.locator("#err-schedule\\.at")).not_to_have_text("")  # the API's message, by the field
+    page.locator("[id='f-schedule.at']").fill("2030-01-02T03:04:05Z")
+    expect(page.locator("#preview-words")).to_have_text("once, at 2030-01-02 03:04:05 UTC")
+    page.locator("#save").click()
+    expect(page.locator("h1")).to_contain_text("just-once")
+    kinds = {j["name"]: j["schedule"]["kind"] for j in serve.client.get("/jobs").json()["items"]}
+    assert (kinds["every-ninety"], kinds["just-once"]) == ("interval", "once")
+    assert t.errors == []

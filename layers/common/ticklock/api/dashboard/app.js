@@ -35,7 +35,7 @@ function s(tag, attrs, ...children) {
 const main = () => document.getElementById("main");
 function show(...nodes) {
   const m = main();
-  m.replaceChildren(...nodes);
+  m.replaceChildren(...nodes.flat(Infinity));
 }
 function toast(text, bad = false) {
   const el = h("div", { class: bad ? "toast bad" : "toast" }, text);
@@ -138,7 +138,7 @@ function ask(title, text, fields = [], confirm = "OK", danger = false) {
   form.replaceChildren(
     h("h2", {}, title),
     text ? h("p", {}, text) : null,
-    fields.map((f, i) => h("div", { class: "field" }, h("label", { for: `ask-${f.name}` }, f.label), inputs[i],
+    ...fields.map((f, i) => h("div", { class: "field" }, h("label", { for: `ask-${f.name}` }, f.label), inputs[i],
       f.hint ? h("div", { class: "hint" }, f.hint) : null)),
     h("div", { class: "actions" },
       h("button", { value: "cancel", type: "submit", formnovalidate: true }, "Cancel"),

@@ -30,7 +30,8 @@ def complete(*words: str) -> list[str]:
         (("jobs", "p"), ["pause"]),
         (("jobs", "pause", "nightly", "--n"), ["--note"]),
         (("jobs", "backfill", "x", "--d"), ["--dry-run"]),
-        (("apply", "--p"), ["--plan", "--prune"]),
+        (("apply", "--p"), ["--profile", "--plan", "--prune"]),  # --profile: the SigV4 signing options
+        (("ui", "--s"), ["--sigv4"]),
         (("serve", "--db"), ["--db"]),
     ],
 )

@@ -15,7 +15,7 @@ ENGINE  := .venv-engine/bin
 ESTAMP  := .venv-engine/.installed
 PIP     := pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: serve test services lint typecheck sam-check bench screenshots clean
+.PHONY: serve test services lint typecheck sam-check e2e-aws bench screenshots clean
 
 $(STAMP): pyproject.toml constraints.txt plugins/parts/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ services:
 # cfn-lint and `sam build` of the AWS deployment (the SAM CLI in its own venv, no Docker)
 sam-check:
 	scripts/sam-check.sh
+
+# template.yaml built and deployed into MiniStack, and checked through the deployed stack's own endpoints
+# (tests/deployed; also part of `make test`, inside the engine's suite)
+e2e-aws: $(ESTAMP) services sam-check
+	$(ENGINE)/pytest tests/deployed
 
 # The engine's suite first proves its environment has no plug-in but ticklock's own (builtin), then runs.
 test: services lint typecheck sam-check

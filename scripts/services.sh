@@ -32,4 +32,5 @@ if [ ! -x "$FERRETDB_BIN" ]; then
   # -checklinkname=0: a dependency uses a //go:linkname the newer Go linker refuses by default
   (cd tools/ferretdb && go build -trimpath -ldflags=-checklinkname=0 -o "$FERRETDB_BIN.tmp" . && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN")
 fi
+scripts/emulator-venv.sh  # MiniStack, for the deployed-stack tests
 echo "services: redis-server, prometheus-pushgateway, postgresql, faketime, chromium and ferretdb are ready"

@@ -1,0 +1,118 @@
+"""template.yaml as deployed: built by `sam build` (the layer for this machine's architecture: the
+emulator runs the functions under its own x86_64 interpreter), deployed by `sam deploy` into MiniStack
+(tools/ministack, started by ``launch.py`` on loopback) with the parameters a user passes, its secrets
+naming the FerretDB store and the Redis lock the suite starts. The tests then talk to the deployed stack
+only: its API Gateway endpoint, its queues, its bus.
+
+The stack's ``rate(1 minute)`` tick rule is sped up twelve-fold (``MS_RATE_DIVISOR``): each tick's loop
+still runs a minute, so loops overlap and the tick's lease decides, as it does when a tick runs late.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.support import servers
+
+REPO = Path(__file__).resolve().parents[2]
+MINISTACK = REPO / ".cache" / "ministack-venv" / "bin" / "python"
+SAM = REPO / ".cache" / "sam-venv" / "bin" / "sam"
+REGION = "us-east-1"
+CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+# what a user would give `sam deploy`: a runner timeout of a minute, a shorter redrive
+PARAMETERS = {"RunnerTimeout": "60", "QueueVisibilityTimeout": "900", "MaxReceiveCount": "3", "BatchSize": "10"}
+
+
+@dataclass
+class Stack:
+    endpoint: str
+    outputs: dict[str, str]
+    workdir: Path
+    api_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api_id = self.outputs["ApiUrl"].split("//", 1)[1].split(".", 1)[0]
+
+    @property
+    def api(self) -> str:
+        """The API stage's URL on the emulator (what ApiUrl names on AWS)."""
+        return f"{self.endpoint}/_aws/execute-api/{self.api_id}/v1"
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION, **CREDENTIALS)
+
+    def log(self) -> str:
+        return (self.workdir / "ministack.log").read_text(errors="replace")
+
+
+def _build(workdir: Path) -> Path:
+    assert SAM.exists(), "the SAM CLI is installed by scripts/sam-check.sh (make sam-check)"
+    build = workdir / "build"
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "LAMBDA_ARCH": "x86_64", "PYTHON": str(SAM.parent / "python")}
+    done = subprocess.run(
+        [str(SAM), "build", "--template", str(REPO / "template.yaml"), "--build-dir", str(build),
+         "--no-use-container", "--no-cached"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return build / "template.yaml"
+
+
+def _deploy(endpoint: str, template: Path, workdir: Path) -> None:
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": REGION,
+           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "HOME": str(workdir)}  # fmt: skip
+    overrides = [f"{k}={v}" for k, v in PARAMETERS.items()]
+    done = subprocess.run(
+        [str(SAM), "deploy", "--template-file", str(template), "--stack-name", "ticklock", "--resolve-s3",
+         "--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--no-confirm-changeset",
+         "--parameter-overrides", *overrides],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri: str) -> Iterator[Stack]:
+    assert MINISTACK.exists(), "MiniStack is installed by scripts/emulator-venv.sh (make services)"
+    workdir = tmp_path_factory.mktemp("deployed")
+    template = _build(workdir)
+    port = servers.free_port()
+    env = {**os.environ, "GATEWAY_PORT": str(port), "BIND_HOST": "127.0.0.1", "MS_RATE_DIVISOR": "12",
+           "MS_SCHED_TICK": "1"}  # fmt: skip
+    with (workdir / "ministack.log").open("wb") as log:
+        emulator = subprocess.Popen(
+            [str(MINISTACK), str(REPO / "tools" / "ministack" / "launch.py")],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # its function workers too
+        )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"{endpoint}/_ministack/health", timeout=1):
+                    break
+            except OSError:
+                assert emulator.poll() is None, (workdir / "ministack.log").read_text()
+                time.sleep(0.1)
+        client = boto3.client("secretsmanager", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+        client.create_secret(Name="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
+        client.create_secret(Name="ticklock/redis-url", SecretString=redis_url)
+        _deploy(endpoint, template, workdir)
+        cfn = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+        described = cfn.describe_stacks(StackName="ticklock")["Stacks"][0]
+        assert described["StackStatus"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), json.dumps(described, default=str)
+        yield Stack(endpoint, {o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]}, workdir)
+    finally:
+        os.killpg(emulator.pid, signal.SIGKILL)
+        emulator.wait(10)

@@ -83,7 +83,9 @@ def _deploy(endpoint: str, template: Path, workdir: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-@pytest.fixture(scope="session")
+# module-scoped: the stack (its tick rule firing every 5 s, its function workers) is torn down as soon as
+# its tests are done, so that it takes no CPU from the timing-sensitive suites after it
+@pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri: str) -> Iterator[Stack]:
     assert MINISTACK.exists(), "MiniStack is installed by scripts/emulator-venv.sh (make services)"
     workdir = tmp_path_factory.mktemp("deployed")

@@ -147,3 +147,45 @@ def test_a_duplicate_fire_message_is_absorbed(stack: Stack, ferretdb_uri: str) -
     assert [e.id for e in again] == [first.id]  # still the one execution of that fire
     assert queue_depth(stack, stack.outputs["DeadLetterQueueUrl"]) == 0
     assert datetime.now(UTC) - first.scheduled_at < timedelta(minutes=10)
+
+
+def test_no_secret_value_is_in_any_functions_configuration(stack: Stack, ferretdb_uri: str, redis_url: str) -> None:
+    lambdas = stack.client("lambda")
+    for output in ("TickFunctionName", "RunnerFunctionName", "ApiFunctionName"):
+        variables = lambdas.get_function_configuration(FunctionName=stack.outputs[output])["Environment"]["Variables"]
+        assert (variables["TICKLOCK_STORE_SECRET"], variables["TICKLOCK_LOCK_SECRET"]) == (
+            "ticklock/store-uri",
+            "ticklock/redis-url",
+        )
+        values = " ".join(variables.values())
+        assert ferretdb_uri.split("//")[1] not in values and redis_url.split("//")[1] not in values, variables
+        assert "TICKLOCK_STORE" not in variables and "TICKLOCK_LOCK" not in variables
+
+
+def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: Stack, ferretdb_uri: str) -> None:
+    """The store's secret rotated to another database: the API function's next environment reads it
+    (MiniStack starts one when the function's configuration is touched, as AWS does; on AWS environments
+    are also recycled by themselves). The stack is not redeployed, and no variable changes."""
+    secrets, lambdas = stack.client("secretsmanager"), stack.client("lambda")
+    name = stack.outputs["ApiFunctionName"]
+    client = api(stack)
+
+    def new_environment() -> None:
+        touched = lambdas.get_function_configuration(FunctionName=name)["Description"] + " "
+        lambdas.update_function_configuration(FunctionName=name, Description=touched)
+
+    try:
+        before = client.call("GET", "/jobs", params={"limit": 500})["items"]
+        assert before, "the earlier tests' jobs"
+        secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}rotated")
+        new_environment()
+        after = wait_for(lambda: client.call("GET", "/jobs", params={"limit": 500})["items"] != before or None)
+        assert after
+        names = {j["name"] for j in client.call("GET", "/jobs", params={"limit": 500})["items"]}
+        assert names <= {"system:alerts.scan"}  # the other database: only what a cold start seeds
+    finally:
+        secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
+        new_environment()
+        client.close()
+    stack_events = stack.client("cloudformation").describe_stacks(StackName="ticklock")["Stacks"][0]
+    assert stack_events["StackStatus"] == "CREATE_COMPLETE"  # never updated: no redeploy

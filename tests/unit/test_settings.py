@@ -276,3 +276,16 @@ def test_lease_slack_must_cover_the_lock_margin_and_the_look_ahead() -> None:
     with pytest.raises(ConfigError, match=r"--lease-slack: must be at least 9 s"):
         Settings.load(environ={"TICKLOCK_LOOKAHEAD": "3"}, overrides={"lease_slack": "8"})
     assert Settings.load(environ={"TICKLOCK_LEASE_SLACK": "7"}).lease_slack == 7.0
+
+
+def test_the_store_and_lock_come_from_their_secrets_checked_and_never_echoed() -> None:
+    names = {"TICKLOCK_STORE_SECRET": "app/store", "TICKLOCK_LOCK_SECRET": "app/lock"}
+    settings = Settings.load(environ=names, plugins=())
+    values = {"app/store": "mongodb://u:pw@db:27017/ticklock", "app/lock": "rediss://:pw@r:6380/0"}
+    read = settings.with_secrets(values.__getitem__)
+    assert (read.store, read.lock, read.store_url) == (values["app/store"], values["app/lock"], values["app/store"])
+    with pytest.raises(ConfigError) as bad:
+        settings.with_secrets({"app/store": "postgres://u:hunter2@db/x", "app/lock": "local"}.__getitem__)
+    assert "app/store" in str(bad.value) and "TICKLOCK_STORE" in str(bad.value) and "hunter2" not in str(bad.value)
+    plain = Settings.load(environ={}, plugins=())
+    assert plain.with_secrets(lambda name: pytest.fail(f"read {name}")) is plain  # no secret named: none read

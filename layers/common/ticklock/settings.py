@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ticklock.domain.jobs import LOCK_MARGIN
@@ -67,6 +67,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("db", "ticklock.db", text, "SQLite file of the embedded store (created if missing)"),
     Setting("store", "", store_url, "the store: empty = SQLite at TICKLOCK_DB, sqlite:///PATH, or a mongodb:// URI"),
     Setting("lock", "local", _lock, "the lock: local (one process) or a redis:// / rediss:// URL (replicas)"),
+    Setting(
+        "store_secret",
+        "",
+        optional_text,
+        "AWS: the Secrets Manager secret whose value is TICKLOCK_STORE, read by the functions at cold start",
+    ),
+    Setting(
+        "lock_secret",
+        "",
+        optional_text,
+        "AWS: the Secrets Manager secret whose value is TICKLOCK_LOCK, read by the functions at cold start",
+    ),
     Setting("host", "127.0.0.1", text, "address the API listens on; without an API token it is forced to 127.0.0.1"),
     Setting("port", "8080", integer(1, 65535), "port of the REST API and /metrics"),
     Setting(
@@ -190,6 +202,8 @@ class Settings:
     db: str
     store: str
     lock: str
+    store_secret: str | None
+    lock_secret: str | None
     host: str
     port: int
     api_token: str | None
@@ -267,6 +281,22 @@ class Settings:
         _check_unique(every_setting(found))
         sections = {p.name: p.make_config(_read(p.placed(), environ, overrides, deprecated)) for p in found}
         return cls(**values, plugins=found, sections=sections, deprecated=tuple(deprecated))
+
+    def with_secrets(self, fetch: Callable[[str], str]) -> Settings:
+        """These settings with TICKLOCK_STORE and TICKLOCK_LOCK taken from the secrets
+        ``store_secret`` / ``lock_secret`` name (``fetch`` reads one by name), each checked as its setting
+        is. ``ConfigError`` names the secret and the setting, never the value."""
+        changes: dict[str, Any] = {}
+        for name, secret in (("store", self.store_secret), ("lock", self.lock_secret)):
+            if not secret:
+                continue
+            setting = next(s for s in SETTINGS if s.name == name)
+            try:
+                changes[name] = setting.parse(fetch(secret))
+            except ValueError as exc:
+                problem = str(exc).split(", got ")[0]  # the parsers quote the value after ", got": not here
+                raise ConfigError(f"the secret {secret!r} ({setting.env}): {problem}") from None
+        return replace(self, **changes) if changes else self
 
     @property
     def store_url(self) -> str:

@@ -114,12 +114,30 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
 @cache
 def container() -> Container:
     """The container of this Lambda environment (built on first use, then reused while warm)."""
-    settings = Settings.load()
+    settings = Settings.load().with_secrets(read_secret)
     configure_logging(settings.log_level)
     box = build(settings)
     box.plugins.warn_deprecated()
     box.plugins.seed(_service(box))  # idempotent by name: every cold start may try
     return box
+
+
+SECRET_MAX_AGE = 300  # seconds powertools keeps a secret it read (one environment, its cold starts share none)
+
+
+def read_secret(name: str) -> str:
+    """A secret's string, read from Secrets Manager by powertools' parameters utility (cached
+    ``SECRET_MAX_AGE`` s). The function's environment holds the secret's name, never its value, and a
+    rotated secret reaches each new environment without a redeploy. ``ConfigError`` if it cannot be read."""
+    from aws_lambda_powertools.utilities import parameters
+
+    try:
+        value = parameters.get_secret(name, max_age=SECRET_MAX_AGE)
+    except parameters.exceptions.GetParameterError as exc:
+        raise ConfigError(f"the secret {name!r} could not be read: {type(exc.__cause__ or exc).__name__}") from None
+    if not isinstance(value, str):
+        raise ConfigError(f"the secret {name!r} is not a string secret")
+    return value
 
 
 _logger: Logger | None = None

@@ -164,15 +164,16 @@ def test_no_secret_value_is_in_any_functions_configuration(stack: Stack, ferretd
 
 def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: Stack, ferretdb_uri: str) -> None:
     """The store's secret rotated to another database: the API function's next environment reads it
-    (MiniStack starts one when the function's configuration is touched, as AWS does; on AWS environments
-    are also recycled by themselves). The stack is not redeployed, and no variable changes."""
+    (started here by changing its memory size, as on AWS; there environments are also recycled by
+    themselves). The stack is not redeployed, and no variable changes."""
     secrets, lambdas = stack.client("secretsmanager"), stack.client("lambda")
     name = stack.outputs["ApiFunctionName"]
     client = api(stack)
 
     def new_environment() -> None:
-        touched = lambdas.get_function_configuration(FunctionName=name)["Description"] + " "
-        lambdas.update_function_configuration(FunctionName=name, Description=touched)
+        # a change of memory size starts new environments (on AWS too); a description alone would not
+        memory = lambdas.get_function_configuration(FunctionName=name)["MemorySize"]
+        lambdas.update_function_configuration(FunctionName=name, MemorySize=576 if memory == 512 else 512)
 
     try:
         before = client.call("GET", "/jobs", params={"limit": 500})["items"]

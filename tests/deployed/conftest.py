@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import signal
 import subprocess
 import time
@@ -60,7 +62,9 @@ class Stack:
 def _build(workdir: Path) -> Path:
     assert SAM.exists(), "the SAM CLI is installed by scripts/sam-check.sh (make sam-check)"
     build = workdir / "build"
-    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "LAMBDA_ARCH": "x86_64", "PYTHON": str(SAM.parent / "python")}
+    # the layer's wheels for this machine (the emulator runs the functions under its own interpreter)
+    arch = {"x86_64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}[platform.machine()]
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "LAMBDA_ARCH": arch, "PYTHON": str(SAM.parent / "python")}
     done = subprocess.run(
         [str(SAM), "build", "--template", str(REPO / "template.yaml"), "--build-dir", str(build),
          "--no-use-container", "--no-cached"],
@@ -91,8 +95,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri
     workdir = tmp_path_factory.mktemp("deployed")
     template = _build(workdir)
     port = servers.free_port()
+    scratch = workdir / "tmp"  # its functions' unpacked code (~120 MB a deploy): removed with the test's files
+    scratch.mkdir()
     env = {**os.environ, "GATEWAY_PORT": str(port), "BIND_HOST": "127.0.0.1", "MS_RATE_DIVISOR": "12",
-           "MS_SCHED_TICK": "1"}  # fmt: skip
+           "MS_SCHED_TICK": "1", "TMPDIR": str(scratch)}  # fmt: skip
     with (workdir / "ministack.log").open("wb") as log:
         emulator = subprocess.Popen(
             [str(MINISTACK), str(REPO / "tools" / "ministack" / "launch.py")],
@@ -107,6 +113,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri
             except OSError:
                 assert emulator.poll() is None, (workdir / "ministack.log").read_text()
                 time.sleep(0.1)
+        else:
+            raise AssertionError(f"MiniStack did not answer:\n{(workdir / 'ministack.log').read_text()[-3000:]}")
         client = boto3.client("secretsmanager", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
         client.create_secret(Name="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
         client.create_secret(Name="ticklock/redis-url", SecretString=redis_url)
@@ -116,5 +124,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri
         assert described["StackStatus"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), json.dumps(described, default=str)
         yield Stack(endpoint, {o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]}, workdir)
     finally:
-        os.killpg(emulator.pid, signal.SIGKILL)
+        os.killpg(emulator.pid, signal.SIGKILL)  # MiniStack and its function workers (one session)
         emulator.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)

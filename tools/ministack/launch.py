@@ -7,7 +7,8 @@
    is imported as ``ANY``, as API Gateway does.
 2. **Time, for schedules only.** A rule's ``rate(N minutes)`` fires every N * 60 / ``MS_RATE_DIVISOR``
    seconds, and the scheduler sweeps every ``MS_SCHED_TICK`` seconds (10 in MiniStack), so that a test sees
-   the deployed ``rate(1 minute)`` rule fire in seconds rather than minutes. Nothing else is sped up.
+   the deployed ``rate(1 minute)`` rule fire in seconds rather than minutes (EventBridge Scheduler's
+   ``rate()`` schedules too: they share the parser). Nothing else is sped up.
 
 Run with the MiniStack venv's interpreter: ``python tools/ministack/launch.py`` (its settings by
 environment: ``GATEWAY_PORT``, ``BIND_HOST``...).

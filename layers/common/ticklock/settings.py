@@ -291,8 +291,11 @@ class Settings:
             if not secret:
                 continue
             setting = next(s for s in SETTINGS if s.name == name)
+            value = fetch(secret)
+            if not value.strip():  # an empty store would mean SQLite, on a read-only Lambda file system
+                raise ConfigError(f"the secret {secret!r} ({setting.env}) is empty")
             try:
-                changes[name] = setting.parse(fetch(secret))
+                changes[name] = setting.parse(value)
             except ValueError as exc:
                 problem = str(exc).split(", got ")[0]  # the parsers quote the value after ", got": not here
                 raise ConfigError(f"the secret {secret!r} ({setting.env}): {problem}") from None

@@ -122,19 +122,17 @@ def container() -> Container:
     return box
 
 
-SECRET_MAX_AGE = 300  # seconds powertools keeps a secret it read (one environment, its cold starts share none)
-
-
 def read_secret(name: str) -> str:
-    """A secret's string, read from Secrets Manager by powertools' parameters utility (cached
-    ``SECRET_MAX_AGE`` s). The function's environment holds the secret's name, never its value, and a
-    rotated secret reaches each new environment without a redeploy. ``ConfigError`` if it cannot be read."""
+    """A secret's string, read from Secrets Manager by powertools' parameters utility, once per Lambda
+    environment (``container`` is built once): the function's environment holds the secret's name, never
+    its value, and a rotated secret reaches each new environment without a redeploy. ``ConfigError`` if it
+    cannot be read, with the service's reason (which never holds the value)."""
     from aws_lambda_powertools.utilities import parameters
 
     try:
-        value = parameters.get_secret(name, max_age=SECRET_MAX_AGE)
+        value = parameters.get_secret(name, force_fetch=True)
     except parameters.exceptions.GetParameterError as exc:
-        raise ConfigError(f"the secret {name!r} could not be read: {type(exc.__cause__ or exc).__name__}") from None
+        raise ConfigError(f"the secret {name!r} could not be read: {exc}") from None
     if not isinstance(value, str):
         raise ConfigError(f"the secret {name!r} is not a string secret")
     return value

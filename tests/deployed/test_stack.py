@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
 
 from tests.deployed.conftest import REGION, Stack
+from tests.e2e.conftest import wait_for
 from ticklock.adapters.queue.sqs import encode_fire
 from ticklock.adapters.store.mongo import MongoStore
 from ticklock.commands.client import ApiClient, ApiError
@@ -25,17 +25,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 def api(stack: Stack) -> ApiClient:
     return ApiClient(stack.api, auth=SigV4(Signer(Credentials("test", "test"), REGION)), timeout=30)
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 90, every: float = 0.5) -> Any:
-    ends = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < ends:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"not met in {timeout} s; last value: {value!r}")
 
 
 def store(ferretdb_uri: str) -> MongoStore:
@@ -70,7 +59,7 @@ def test_the_api_answers_through_the_gateway_with_the_functions_rules(stack: Sta
             items = client.call("GET", f"/jobs/{made['id']}/executions")["items"]
             return items if items and all(r["status"] != "running" for r in items) else []
 
-        runs = wait_for(ended)
+        runs = wait_for(ended, timeout=90, every=0.5)
         assert [(r["trigger"], r["status"]) for r in runs] == [("manual", "success")]
     finally:
         client.close()
@@ -91,7 +80,7 @@ def test_the_schedule_ticks_and_each_fire_runs_once_with_its_events(stack: Stack
                                                  "schedule": {"kind": "cron", "expr": "*/2 * * * * *"}})  # fmt: skip
         kept = store(ferretdb_uri)
         try:
-            ran = wait_for(lambda: len(kept.list_executions(job["id"], limit=100)) >= 8 or None, timeout=180)
+            ran = wait_for(lambda: len(kept.list_executions(job["id"], limit=100)) >= 8 or None, timeout=180, every=0.5)
             assert ran
             client.call("POST", f"/jobs/{job['id']}/pause")
 
@@ -101,7 +90,7 @@ def test_the_schedule_ticks_and_each_fire_runs_once_with_its_events(stack: Stack
                 return rows if all(r.status.final for r in rows) and queue_depth(stack, queue) == 0 else []
 
             queue = stack.outputs["FireQueueUrl"]
-            runs = wait_for(settled, timeout=120)
+            runs = wait_for(settled, timeout=120, every=0.5)
         finally:
             kept.close()
     finally:
@@ -129,7 +118,7 @@ def test_the_schedule_ticks_and_each_fire_runs_once_with_its_events(stack: Stack
 
     seen: list[dict[str, Any]] = []
     # each run's started and succeeded events, through the bus and the rule, to the rule's target
-    wait_for(lambda: len(finished()) >= 2 * len(runs) or None, timeout=60)
+    wait_for(lambda: len(finished()) >= 2 * len(runs) or None, timeout=60, every=0.5)
     mine = finished()
     assert {e["detail-type"] for e in mine} == {"job.execution.started", "job.execution.succeeded"}
     succeeded = {e["detail"]["execution_id"] for e in mine if e["detail-type"] == "job.execution.succeeded"}
@@ -160,7 +149,7 @@ def test_a_duplicate_fire_message_is_absorbed(stack: Stack, ferretdb_uri: str) -
             return [line for line in stack.log().splitlines()
                     if '"fire.skipped"' in line and job["id"] in line and fire_time in line]  # fmt: skip
 
-        skipped = wait_for(met, timeout=60)
+        skipped = wait_for(met, timeout=60, every=0.5)
         assert all(('"reason":"duplicate"' in line) or ('"reason":"running_elsewhere"' in line) for line in skipped), (
             skipped
         )
@@ -209,12 +198,12 @@ def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: St
                                            "schedule": {"kind": "interval", "seconds": 3600}})  # fmt: skip
         secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}rotated")
         new_environment()
-        wait_for(lambda: "before-rotation" not in names())
+        wait_for(lambda: "before-rotation" not in names(), timeout=90, every=0.5)
         assert names() <= {"system:alerts.scan"}  # the other database: only what a cold start seeds
     finally:
         secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
         new_environment()
-    wait_for(lambda: "before-rotation" in names())  # and back, by the same road
+    wait_for(lambda: "before-rotation" in names(), timeout=90, every=0.5)  # and back, by the same road
     client.close()
     after = cfn.describe_stacks(StackName="ticklock")["Stacks"][0]
     # never updated: no redeploy

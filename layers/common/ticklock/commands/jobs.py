@@ -101,9 +101,6 @@ def run(args: argparse.Namespace) -> int:
     except SigningError as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if signer is not None and args.token:
-        print("ticklock: error: --token and SigV4 both take the Authorization header; give one", file=sys.stderr)
-        return EXIT_USAGE
     auth = SigV4(signer) if signer is not None else None
     token = None if signer is not None else args.token or os.environ.get("TICKLOCK_API_TOKEN")
     client = ApiClient(base, token, auth=auth)

@@ -59,10 +59,13 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
 
 
 def signer_for(args: argparse.Namespace, base: str) -> Signer | None:
-    """The SigV4 signer the options ask for (None: no signing); ``SigningError`` when it cannot be made."""
+    """The SigV4 signer the options ask for (None: no signing); ``SigningError`` when it cannot be made,
+    or when ``--token`` is given too (both would take the Authorization header)."""
     wanted = args.sigv4 if args.sigv4 is not None else os.environ.get("TICKLOCK_API_SIGV4") == "1"
     if not (wanted or is_gateway(base)):
         return None
+    if args.token:
+        raise SigningError("--token and SigV4 both take the Authorization header; give one")
     return Signer.from_chain(base, args.region, args.profile)
 
 
@@ -76,12 +79,8 @@ def run(args: argparse.Namespace) -> int:
     except SigningError as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return 2
-    token = args.token or os.environ.get("TICKLOCK_API_TOKEN")
-    if signer is not None and args.token:
-        print("ticklock: error: --token and SigV4 both take the Authorization header; give one", file=sys.stderr)
-        return 2
-    if signer is not None:
-        token = None  # behind API Gateway's IAM check the signature is the credential
+    # behind API Gateway's IAM check the signature is the credential
+    token = None if signer is not None else args.token or os.environ.get("TICKLOCK_API_TOKEN")
     server = proxy(base, signer=signer, token=token, port=args.port)
     host, port = str(server.server_address[0]), int(server.server_address[1])
     how = "SigV4-signed" if signer else "with the bearer token" if token else "as they come"

@@ -41,9 +41,16 @@ class Server:
     """A server process, stopped at the end of the test session."""
 
     def __init__(
-        self, name: str, argv: list[str], ready: Callable[[], bool], log: Path, cleanup: Path | None = None
+        self,
+        name: str,
+        argv: list[str],
+        ready: Callable[[], bool],
+        log: Path,
+        cleanup: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cleanup = cleanup
+        self.env = env
         self.name = name
         self.argv = argv
         self.ready = ready
@@ -54,7 +61,9 @@ class Server:
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             # a session of its own: stop() signals the whole group (runuser does not pass signals on)
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -266,3 +275,29 @@ def start_moto(workdir: Path) -> tuple[Server, str]:
     )
     argv = [sys.executable, "-c", script, str(port)]
     return Server("moto", argv, ready, workdir / "moto.log"), url
+
+
+MINISTACK = REPO / ".cache" / "ministack-venv" / "bin" / "python"
+
+
+def start_ministack(workdir: Path, **env: str) -> tuple[Server, str]:
+    """MiniStack (tools/ministack, installed by scripts/emulator-venv.sh) on a loopback port, started by
+    ``tools/ministack/launch.py`` under its own venv's interpreter with ``env`` added (``MS_RATE_DIVISOR``...).
+    Its scratch files (a deployed function's unpacked code) go under ``workdir/tmp``, removed at stop; its
+    function workers are in its process group, stopped with it."""
+    if not MINISTACK.exists():
+        raise RuntimeError("MiniStack is not installed: run `make services` (scripts/emulator-venv.sh)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    scratch = workdir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/_ministack/health", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    environ = {**os.environ, "GATEWAY_PORT": str(port), "BIND_HOST": "127.0.0.1", "TMPDIR": str(scratch), **env}
+    argv = [str(MINISTACK), str(REPO / "tools" / "ministack" / "launch.py")]
+    return Server("ministack", argv, ready, workdir / "ministack.log", cleanup=scratch, env=environ), url

@@ -4,15 +4,23 @@ Release is compare-and-delete in one Lua script, so a holder whose lock expired 
 else cannot delete the new holder's lock. Any Redis error (refused, timeout, auth, a failover) raises
 ``LockUnavailable``; the lifecycle then applies the configured policy (skip by default). ``rediss://``
 URLs use TLS; a password or ACL user goes in the URL. One client per URL per process.
+
+The two commands of a fire go over a connection per thread, made from the client's pool (so with the
+URL's TLS, credentials and timeouts), not through the client's command layers: those (retries, response
+callbacks, the pool's per-command health poll, observability hooks) took ~240 us of CPU per fire of the
+~95 us the two round trips need. A connection that broke (Redis restarted, a failover) is made again and
+the command sent once more; a second failure is an outage.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 
 import redis
-from redis.commands.core import Script
+from redis.connection import AbstractConnection as Connection
+from redis.exceptions import NoScriptError
 
 from ticklock.errors import LockUnavailable
 
@@ -38,27 +46,62 @@ def shared_client(url: str) -> redis.Redis:
         return client
 
 
+def _pack(args: tuple[str | int, ...]) -> bytes:
+    """A command in RESP (an array of bulk strings), as redis-py's serializer writes it, in a tenth of the time."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg.encode() if isinstance(arg, str) else b"%d" % arg
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
 class RedisLocker:
     """The ``Locker`` port on Redis."""
 
     def __init__(self, url: str, *, client: redis.Redis | None = None, prefix: str = "") -> None:
         self._client = client or shared_client(url)
         self._prefix = prefix
-        self._release: Script = self._client.register_script(_RELEASE)
+        self._release_sha = hashlib.sha1(_RELEASE.encode()).hexdigest()
+        self._local = threading.local()
 
     def acquire(self, key: str, ttl: float) -> str | None:
         token = uuid.uuid4().hex
         try:
-            taken = self._client.set(self._prefix + key, token, nx=True, px=max(1, int(ttl * 1000)))
+            taken = self._command("SET", self._prefix + key, token, "NX", "PX", max(1, int(ttl * 1000)))
         except redis.RedisError as exc:
             raise LockUnavailable(f"Redis: {exc}") from exc
         return token if taken else None
 
     def release(self, key: str, token: str) -> None:
         try:
-            self._release(keys=[self._prefix + key], args=[token])
+            try:
+                self._command("EVALSHA", self._release_sha, 1, self._prefix + key, token)
+            except NoScriptError:  # a Redis that restarted, or another one after a failover: load it again
+                self._command("EVAL", _RELEASE, 1, self._prefix + key, token)
         except redis.RedisError as exc:
             raise LockUnavailable(f"Redis: {exc}") from exc
+
+    def _command(self, *args: str | int) -> object:
+        try:
+            return self._send(*args)
+        except (redis.ConnectionError, redis.TimeoutError):  # once more, on a new connection
+            return self._send(*args)
+
+    def _send(self, *args: str | int) -> object:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            made = self._client.connection_pool.make_connection()
+            assert isinstance(made, Connection)
+            conn = self._local.conn = made
+        try:
+            conn.send_packed_command([_pack(args)])  # type: ignore[no-untyped-call]
+            return conn.read_response()
+        except redis.ResponseError:
+            raise  # Redis answered: the connection is fine
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]
+            self._local.conn = None
+            raise
 
     def ping(self) -> None:
         try:

@@ -30,8 +30,9 @@ class Fires(Connection):
         jobs.sort(key=lambda j: (j.pending_at(), j.id))
         return jobs
 
+    # The writes of a fire's steps go through ``_write``: the runners' threads' writes share commits.
     def release(self, job_id: str, lease_token: str) -> None:
-        with self._tx() as conn:
+        def op(conn: sqlite3.Connection) -> None:
             row = conn.execute(
                 f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (job_id, lease_token)
             ).fetchone()
@@ -43,26 +44,26 @@ class Fires(Connection):
                 (us(job.due_at(utc_now())), job_id),
             )
 
+        self._write(op)
+
     def advance(self, fire: Fire, *, next_run_at: datetime | None, now: datetime) -> bool:
-        with self._tx() as conn:
-            return _advance(conn, fire, next_run_at, now)
+        return self._write(lambda conn: _advance(conn, fire, next_run_at, now))
 
     def start_execution(self, execution: Execution) -> Started:
-        with self._tx() as conn:
-            inserted = conn.execute(
-                f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING",
-                execution_row(execution),
-            ).rowcount
-            if inserted:
+        row = execution_row(execution)
+
+        def op(conn: sqlite3.Connection) -> Started:
+            insert = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
+            if conn.execute(insert, row).rowcount:
                 return Started(execution, created=True)
-            row = conn.execute(
-                f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?", (execution.fire_key,)
-            ).fetchone()
-        return Started(execution_from_row(row), created=False)
+            found = conn.execute(f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?", (execution.fire_key,))
+            return Started(execution_from_row(found.fetchone()), created=False)
+
+        return self._write(op)
 
     def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
-        with self._tx() as conn:
-            changed = conn.execute(
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(
                 "UPDATE executions SET run_token=?, owner=?, status=?, started_at=?, deadline_at=?, resumes=?, "
                 "finished_at=NULL, duration=NULL WHERE id=? AND run_token=?",
                 (
@@ -76,19 +77,21 @@ class Fires(Connection):
                     previous_token,
                 ),
             ).rowcount
-        return bool(changed)
+
+        return bool(self._write(op))
 
     def finish_execution(self, execution: Execution) -> bool:
-        with self._tx() as conn:
-            return _finish(conn, execution)
+        return self._write(lambda conn: _finish(conn, execution))
 
     def complete(
         self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
     ) -> tuple[bool, bool]:
-        with self._tx() as conn:
+        def op(conn: sqlite3.Connection) -> tuple[bool, bool]:
             if not _finish(conn, execution):
                 return False, False
             return True, _advance(conn, fire, next_run_at, now)
+
+        return self._write(op)
 
 
 def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:

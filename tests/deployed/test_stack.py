@@ -6,19 +6,24 @@ target, and a duplicate fire message absorbed."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
 
-from tests.deployed.conftest import REGION, Stack
+from tests.deployed.conftest import PARAMETERS, REGION, Stack
 from tests.e2e.conftest import wait_for
-from ticklock.adapters.queue.sqs import encode_fire
+from ticklock.adapters.queue.sqs import decode_fire, encode_fire
 from ticklock.adapters.store.mongo import MongoStore
 from ticklock.commands.client import ApiClient, ApiError
 from ticklock.commands.sigv4 import Signer, SigV4
-from ticklock.domain.jobs import Fire, Trigger
+from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -160,6 +165,74 @@ def test_a_duplicate_fire_message_is_absorbed(stack: Stack, ferretdb_uri: str) -
         client.close()
     assert len(same) == 1  # the one execution of that fire
     assert queue_depth(stack, stack.outputs["DeadLetterQueueUrl"]) == 0
+
+
+@contextmanager
+def poisoned(ferretdb: tuple[str, Path], job_id: str) -> Iterator[None]:
+    """Every run of ``job_id`` fails to be recorded, as a store that rejects its write would: a trigger in
+    FerretDB's own SQLite file (FerretDB keeps a collection as a table of JSON documents) aborts the insert
+    of its RUNNING execution. The placeholder the runner writes when it gives a fire up (started and
+    deadline at one instant) is let through, so that the give-up can be seen in the store."""
+    _, data = ferretdb
+    db = sqlite3.connect(data / "deployed.sqlite", timeout=30)
+    try:
+        [(table,)] = db.execute("SELECT table_name FROM _ferretdb_collections WHERE name = 'executions'").fetchall()
+        assert all(c in "0123456789abcdef" for c in job_id)  # safe inside the trigger's text
+        doc = "NEW._ferretdb_sjson"
+        db.execute(
+            f'''CREATE TRIGGER poison_{job_id} BEFORE INSERT ON "{table}"
+               WHEN json_extract({doc}, '$.job_id') = '{job_id}' AND json_extract({doc}, '$.status') = 'running'
+                    AND json_extract({doc}, '$.deadline_at') != json_extract({doc}, '$.started_at')
+               BEGIN SELECT RAISE(ABORT, 'this job\'\'s executions cannot be written'); END'''
+        )
+        yield
+    finally:
+        db.execute(f"DROP TRIGGER IF EXISTS poison_{job_id}")
+        db.close()
+
+
+def test_a_poison_fire_is_dead_lettered_after_max_receive_count_with_its_execution_lost(
+    stack: Stack, ferretdb: tuple[str, Path]
+) -> None:
+    """A fire whose execution cannot be written fails in every delivery (the runner reports it in
+    ``batchItemFailures``); on delivery ``MaxReceiveCount`` (3) the runner records it LOST and SQS moves
+    the message to the dead-letter queue. The queue's visibility timeout (900 s as deployed) is set to
+    2 s for the test, so that the three deliveries take seconds, and put back after."""
+    client = api(stack)
+    kept = store(ferretdb[0])
+    sqs = stack.client("sqs")
+    fires = stack.outputs["FireQueueUrl"]
+    at = datetime.now(UTC) + timedelta(seconds=8)
+    try:
+        job = client.call("POST", "/jobs", body={"name": "poison", "handler": "noop", "timeout": 20,
+                                                 "schedule": {"kind": "once", "at": at.isoformat()}})  # fmt: skip
+        sqs.set_queue_attributes(QueueUrl=fires, Attributes={"VisibilityTimeout": "2"})
+        with poisoned(ferretdb, job["id"]):
+
+            def dead_lettered() -> dict[str, Any] | None:
+                dlq = stack.outputs["DeadLetterQueueUrl"]
+                answer = sqs.receive_message(
+                    QueueUrl=dlq, WaitTimeSeconds=1, MaxNumberOfMessages=10, AttributeNames=["All"]
+                )
+                got = answer.get("Messages", [])
+                return next((m for m in got if job["id"] in m["Body"]), None)
+
+            message = wait_for(dead_lettered, timeout=120, every=0.5)
+        executions = kept.list_executions(job["id"], limit=10)
+        seen = client.call("GET", f"/jobs/{job['id']}")
+    finally:
+        sqs.set_queue_attributes(QueueUrl=fires, Attributes={"VisibilityTimeout": PARAMETERS["QueueVisibilityTimeout"]})
+        kept.close()
+        client.close()
+    assert decode_fire(message["Body"]).job.id == job["id"]
+    assert int(message["Attributes"]["ApproximateReceiveCount"]) >= 3
+    failed = [line for line in stack.log().splitlines() if '"fire.failed"' in line and job["id"] in line]
+    assert len(failed) == 3, failed  # one per delivery, the third then gave it up
+    [lost] = executions
+    assert lost.status is ExecutionStatus.LOST
+    assert lost.error is not None and "dead-lettered after 3 deliveries" in lost.error
+    assert "cannot be written" in lost.error
+    assert seen["enabled"] is False  # a once job goes on (ends) after its one fire, lost or not
 
 
 def test_no_secret_value_is_in_any_functions_configuration(stack: Stack, ferretdb_uri: str, redis_url: str) -> None:

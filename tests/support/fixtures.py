@@ -36,11 +36,17 @@ def redis_url(redis_server: servers.Server) -> str:
 
 
 @pytest.fixture(scope="session")
-def ferretdb_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """FerretDB on its SQLite backend."""
-    server, uri = servers.start_ferretdb(tmp_path_factory.mktemp("ferretdb"))
-    yield uri
+def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """FerretDB on its SQLite backend: its URI, and the folder of its SQLite files (one per database)."""
+    workdir = tmp_path_factory.mktemp("ferretdb")
+    server, uri = servers.start_ferretdb(workdir)
+    yield uri, workdir / "ferretdb-data"
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
+    return ferretdb[0]
 
 
 @pytest.fixture(scope="session")

@@ -87,14 +87,19 @@ class Fires(Connection):
         self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
     ) -> tuple[bool, bool]:
         def op(conn: sqlite3.Connection) -> tuple[bool, bool]:
-            if not _finish(conn, execution):
+            if not _finish(conn, execution, summarise=False):
                 return False, False
-            return True, _advance(conn, fire, next_run_at, now)
+            # the run's summary rides on the advance's update of the job's row (one write of it, not two)
+            if _advance(conn, fire, next_run_at, now, summary=execution if execution.status.final else None):
+                return True, True
+            if execution.status.final:
+                _summarise(conn, execution)
+            return True, False
 
         return self._write(op)
 
 
-def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:
+def _finish(conn: sqlite3.Connection, execution: Execution, *, summarise: bool = True) -> bool:
     changed = conn.execute(
         "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
         "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')",
@@ -108,35 +113,56 @@ def _finish(conn: sqlite3.Connection, execution: Execution) -> bool:
             execution.run_token,
         ),
     ).rowcount
-    if changed and execution.status.final:
-        # the job's runs' summary in the same transaction; a run that ended before the last one recorded
-        # (runs overlapping under allow_all) counts, but does not become the last
-        at = us(execution.finished_at or execution.started_at)
-        conn.execute(
-            "UPDATE jobs SET runs = runs + 1, runs_ok = runs_ok + ?, "
-            "last_status = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_status END, "
-            "last_at = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_at END WHERE id = ?",
-            (int(execution.status is ExecutionStatus.SUCCESS), at, execution.status.value, at, at, execution.job_id),
-        )
+    if changed and summarise and execution.status.final:
+        _summarise(conn, execution)
     return bool(changed)
 
 
-def _advance(conn: sqlite3.Connection, fire: Fire, next_run_at: datetime | None, now: datetime) -> bool:
+# the job's runs' summary, in the transaction that finishes a run; a run that ended before the last one
+# recorded (runs overlapping under allow_all) counts, but does not become the last
+SUMMARY = (
+    "runs = runs + 1, runs_ok = runs_ok + ?, "
+    "last_status = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_status END, "
+    "last_at = CASE WHEN last_at IS NULL OR last_at <= ? THEN ? ELSE last_at END"
+)
+
+
+def _summary_values(execution: Execution) -> tuple[int, int | None, str, int | None, int | None]:
+    at = us(execution.finished_at or execution.started_at)
+    return int(execution.status is ExecutionStatus.SUCCESS), at, execution.status.value, at, at
+
+
+def _summarise(conn: sqlite3.Connection, execution: Execution) -> None:
+    conn.execute(f"UPDATE jobs SET {SUMMARY} WHERE id = ?", (*_summary_values(execution), execution.job_id))
+
+
+def _advance(
+    conn: sqlite3.Connection,
+    fire: Fire,
+    next_run_at: datetime | None,
+    now: datetime,
+    *,
+    summary: Execution | None = None,
+) -> bool:
+    """The job moved on past ``fire`` if it still holds the fire's claim; with ``summary``, that finished
+    run counted in the same update. False (and nothing written) if the claim is gone."""
     row = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (fire.job.id, fire.lease_token)
     ).fetchone()
     if row is None:
         return False
     job = job_from_row(row).advanced(fire, next_run_at)
+    extra, values = ("", ()) if summary is None else (f", {SUMMARY}", _summary_values(summary))
     conn.execute(
         "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, backfill=?, due_at=?, lease_token=NULL, "
-        "lease_owner=NULL, lease_until=NULL, version=version+1 WHERE id=?",
+        f"lease_owner=NULL, lease_until=NULL, version=version+1{extra} WHERE id=?",
         (
             us(job.next_run_at),
             int(job.enabled),
             us(job.trigger_at),
             None if job.backfill is None else json.dumps(job.backfill.to_dict()),
             us(job.due_at(now)),
+            *values,
             job.id,
         ),
     )

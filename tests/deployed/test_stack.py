@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +22,13 @@ from botocore.credentials import Credentials
 
 from tests.deployed.conftest import PARAMETERS, REGION, Stack
 from tests.e2e.conftest import wait_for
+from tests.support.factories import make_job
 from ticklock.adapters.queue.sqs import decode_fire, encode_fire
 from ticklock.adapters.store.mongo import MongoStore
 from ticklock.commands.client import ApiClient, ApiError
 from ticklock.commands.sigv4 import Signer, SigV4
 from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
+from ticklock.domain.schedules import OnceSchedule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -233,6 +238,72 @@ def test_a_poison_fire_is_dead_lettered_after_max_receive_count_with_its_executi
     assert lost.error is not None and "dead-lettered after 3 deliveries" in lost.error
     assert "cannot be written" in lost.error
     assert seen["enabled"] is False  # a once job goes on (ends) after its one fire, lost or not
+
+
+class SlowServer(ThreadingHTTPServer):
+    """Answers every GET after ``delay`` seconds, and counts the requests it holds at once."""
+
+    daemon_threads = True
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.open, self.most = delay, 0, 0
+        self.mutex = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the http.server API names it
+                with server.mutex:
+                    server.open += 1
+                    server.most = max(server.most, server.open)
+                time.sleep(server.delay)
+                with server.mutex:
+                    server.open -= 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def test_the_runner_runs_at_most_maximum_concurrency_invocations_at_once(stack: Stack, ferretdb_uri: str) -> None:
+    """300 fires due at one instant, each an ``http.check`` of a server that answers after 3 s: the event
+    source mapping's ``MaximumConcurrency`` (30) bounds the runner environments busy at once, and inside one
+    the records of a batch run side by side. Environments are told apart by the executions' owner (each
+    Lambda environment's log stream name). Each fire ends in one final execution; on two shared cores,
+    thirty environments starting at once can push a check past its timeout, so the outcomes are printed."""
+    server = SlowServer(delay=3.0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/slow"
+    kept = store(ferretdb_uri)
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
+    try:
+        jobs = [make_job(f"slow-{i:03d}", handler="http.check", timeout=20, payload={"url": url},
+                         schedule=OnceSchedule(at), next_run_at=at) for i in range(300)]  # fmt: skip
+        kept.add_jobs(jobs)
+
+        def all_ran() -> list[Any] | None:
+            runs = [e for job in jobs for e in kept.list_executions(job.id, limit=5)]
+            return runs if len(runs) == len(jobs) and all(e.status.final for e in runs) else None
+
+        runs = wait_for(all_ran, timeout=300, every=2.0)
+    finally:
+        kept.close()
+        server.shutdown()
+    assert len({e.job_id for e in runs}) == len(jobs)  # one final execution per fire
+    edges = sorted([(e.started_at, 1, e.owner) for e in runs] + [(e.finished_at, -1, e.owner) for e in runs],
+                   key=lambda edge: (edge[0], edge[1]))  # fmt: skip
+    open_per_owner: Counter[str] = Counter()
+    busy = 0
+    for _, step, owner in edges:
+        open_per_owner[owner] += step
+        busy = max(busy, sum(1 for n in open_per_owner.values() if n > 0))
+    print(f"\nat most {busy} runner environments at once, {len({e.owner for e in runs})} in all; "
+          f"at most {server.most} checks in flight at once; {dict(Counter(e.status.value for e in runs))}")  # fmt: skip
+    assert 10 < busy <= 30  # MaximumConcurrency, reached under this load
+    assert server.most > busy  # a batch's records run side by side within an environment
 
 
 def test_no_secret_value_is_in_any_functions_configuration(stack: Stack, ferretdb_uri: str, redis_url: str) -> None:

@@ -172,7 +172,7 @@ def runner_process(spec: dict[str, Any]) -> None:
     invoker = ThreadPoolExecutor(spec["environments"], thread_name_prefix="invocation")
     rng = random.Random(spec["seed"])
     mutex = threading.Lock()
-    stats = {"invocations": 0, "failed": 0, "duplicates": 0, "twins": 0, "intervals": []}
+    stats: dict[str, Any] = {"invocations": 0, "failed": 0, "duplicates": 0, "twins": 0, "intervals": []}
     arn = spec["queue_arn"]
     url = spec["queue_url"]
     local = threading.local()
@@ -313,7 +313,8 @@ def _spawn(role: str, spec: dict[str, Any], workdir: Path) -> subprocess.Popen[b
     log = (workdir / f"{role}.log").open("wb")
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.lambda_shape", role.split("-")[0], str(path)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))},
     )  # fmt: skip
 
 

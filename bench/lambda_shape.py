@@ -60,10 +60,14 @@ def _grouped(result: Result) -> dict[str, float]:
 def run(shape: Shape, emulator: str, workdir: Path) -> Result:
     workdir.mkdir(parents=True)
     redis, redis_url = servers.start_redis(workdir)
-    if emulator == "moto":
-        sqs, endpoint = servers.start_moto(workdir)
-    else:
-        sqs, endpoint = servers.start_ministack(workdir / "ministack", MS_SERVER="uvicorn")
+    try:
+        if emulator == "moto":
+            sqs, endpoint = servers.start_moto(workdir)
+        else:
+            sqs, endpoint = servers.start_ministack(workdir / "ministack", MS_SERVER="uvicorn")
+    except BaseException:
+        redis.stop()
+        raise
     try:
         assert sqs.proc is not None and redis.proc is not None
         result = run_shape(
@@ -79,6 +83,8 @@ def run(shape: Shape, emulator: str, workdir: Path) -> Result:
     problems = []
     if set(result.fires.values()) != {1}:
         problems.append("a fire ran more than once")
+    if set(result.executions) != set(result.fires) or not result.drained or result.errors or result.undeleted:
+        problems.append("a fire was lost, or the harness dropped a delivery")
     if not chains_hold(result):
         problems.append("a job's fires broke its schedule")
     if result.dead_lettered or result.records_failed:

@@ -100,6 +100,7 @@ if __name__ == "__main__":
             lifespan="on",
             access_log=False,
             log_level="warning",
+            timeout_keep_alive=75,  # as MiniStack's Hypercorn (uvicorn's own is 5 s)
         )
     else:
         from ministack.app import main

@@ -223,7 +223,7 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
     max_receives = box.settings.max_receives
 
     def process(record: dict[str, Any]) -> None:
-        _thread_keys(message_id=record["messageId"])
+        _thread_keys(message_id=record.get("messageId", ""))
         try:
             body = record.get("body") or ""
             try:
@@ -251,11 +251,17 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
             _clear_thread_keys()
 
     try:
-        running = [(record, box.pool.submit(process, record)) for record in event.get("Records") or []]
-        failures = []
+        failures: list[dict[str, str]] = []
+        running = []
+        for record in event.get("Records") or []:
+            try:
+                running.append((record, box.pool.submit(process, record)))
+            except RuntimeError as exc:  # the pool is shut down: this record comes back, the others go on
+                log.error("fire.not_started", extra={"error": str(exc), "message_id": record.get("messageId")})
+                failures.append({"itemIdentifier": record.get("messageId", "")})
         for record, future in running:
             if future.exception() is not None:  # logged by ``process``
-                failures.append({"itemIdentifier": record["messageId"]})
+                failures.append({"itemIdentifier": record.get("messageId", "")})
         return {"batchItemFailures": failures}
     finally:
         box.publisher.flush(2.0)

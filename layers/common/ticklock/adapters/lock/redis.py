@@ -55,6 +55,10 @@ def _pack(args: tuple[str | int, ...]) -> bytes:
     return b"".join(parts)
 
 
+def _text(value: object) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else None
+
+
 class RedisLocker:
     """The ``Locker`` port on Redis."""
 
@@ -63,11 +67,21 @@ class RedisLocker:
         self._prefix = prefix
         self._release_sha = hashlib.sha1(_RELEASE.encode()).hexdigest()
         self._local = threading.local()
+        self._made: set[Connection] = set()
+        self._made_lock = threading.Lock()
 
     def acquire(self, key: str, ttl: float) -> str | None:
         token = uuid.uuid4().hex
+        name = self._prefix + key
         try:
-            taken = self._command("SET", self._prefix + key, token, "NX", "PX", max(1, int(ttl * 1000)))
+            try:
+                taken = self._send("SET", name, token, "NX", "PX", max(1, int(ttl * 1000)))
+            except (redis.ConnectionError, redis.TimeoutError):
+                # once more, on a new connection; the first SET may have landed before its answer was lost,
+                # in which case the key holds this very token: then the lock is this caller's
+                taken = self._send("SET", name, token, "NX", "PX", max(1, int(ttl * 1000)))
+                if not taken and _text(self._send("GET", name)) == token:
+                    taken = True
         except redis.RedisError as exc:
             raise LockUnavailable(f"Redis: {exc}") from exc
         return token if taken else None
@@ -90,18 +104,36 @@ class RedisLocker:
     def _send(self, *args: str | int) -> object:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            made = self._client.connection_pool.make_connection()
-            assert isinstance(made, Connection)
-            conn = self._local.conn = made
+            # made as the client's pool makes its own (the URL's host, TLS, credentials, timeouts), but not
+            # counted against the pool's limit: one per thread, closed with ``close``
+            pool = self._client.connection_pool
+            conn = self._local.conn = pool.connection_class(**pool.connection_kwargs)
+            with self._made_lock:
+                self._made.add(conn)
         try:
-            conn.send_packed_command([_pack(args)])  # type: ignore[no-untyped-call]
+            conn.send_packed_command([_pack(args)])
             return conn.read_response()
+        except redis.ReadOnlyError:
+            self._drop(conn)  # a replica (after a failover): the next command connects afresh
+            raise
         except redis.ResponseError:
             raise  # Redis answered: the connection is fine
         except BaseException:
-            conn.disconnect()  # type: ignore[no-untyped-call]
-            self._local.conn = None
+            self._drop(conn)
             raise
+
+    def _drop(self, conn: Connection) -> None:
+        conn.disconnect()  # type: ignore[no-untyped-call]
+        self._local.conn = None
+        with self._made_lock:
+            self._made.discard(conn)
+
+    def close(self) -> None:
+        """Close the threads' connections (the shared client's pool is the client's own)."""
+        with self._made_lock:
+            made, self._made = self._made, set()
+        for conn in made:
+            conn.disconnect()  # type: ignore[no-untyped-call]
 
     def ping(self) -> None:
         try:

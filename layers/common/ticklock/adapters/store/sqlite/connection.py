@@ -6,7 +6,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -29,12 +29,14 @@ class Connection:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-            # from here on a busy write lock is waited for by ``_begin``, not by SQLite's busy handler
-            self._conn.execute("PRAGMA busy_timeout=0")
+            if str(mode).lower() == "wal":
+                # from here on a busy write lock is waited for by ``_begin``, not by SQLite's busy handler: in
+                # WAL mode only BEGIN IMMEDIATE waits for it (without WAL a COMMIT waits for readers too)
+                self._conn.execute("PRAGMA busy_timeout=0")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._mutex = threading.Lock()
@@ -93,20 +95,26 @@ class Connection:
         try:
             yield self._conn
         except sqlite3.IntegrityError:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             raise
         except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             raise
         else:
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
+
+    def _rollback(self) -> None:
+        """ROLLBACK if a transaction is open (after an I/O error or a full disk SQLite may have ended it)."""
+        if self._conn.in_transaction:
+            with suppress(sqlite3.Error):  # nothing more can be undone; the error that led here is reported
+                self._conn.execute("ROLLBACK")
 
     def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """``op`` in a write transaction of its own meaning, committed together with the writes other threads
@@ -121,42 +129,63 @@ class Connection:
         write: _Write[T] = _Write(op)
         with self._queue_lock:
             self._queued.append(write)  # type: ignore[arg-type]
-        with self._mutex:
-            if not write.done:  # nobody took it along yet: this thread commits what is queued, its own included
-                with self._queue_lock:
-                    group, self._queued = self._queued, []
-                if len(group) == 1:
-                    self._alone(group[0])
-                else:
-                    self._commit_group(group)
+        try:
+            with self._mutex:
+                if not write.done:  # nobody took it along: this thread commits what is queued, its own included
+                    with self._queue_lock:
+                        group, self._queued = self._queued, []
+                    self._commit(group)
+        except BaseException:
+            with self._queue_lock:  # interrupted before anyone ran it: it must not run after this raises
+                if write in self._queued:
+                    self._queued.remove(write)  # type: ignore[arg-type]
+            raise
+        if not write.done:  # cannot happen: every group's writes are settled before the lock is let go
+            raise StoreUnavailable(f"SQLite store {self.path}: a write was not carried out")
         return write.outcome()
 
+    def _commit(self, group: list[_Write[object]]) -> None:
+        """Under ``_mutex``: the group in one transaction, or (one failed, or the commit) each alone. Every
+        write of the group is settled when this returns or raises."""
+        try:
+            if len(group) == 1:
+                self._alone(group[0])
+            else:
+                self._commit_group(group)
+        finally:
+            for write in group:
+                if not write.done:  # an interrupt (KeyboardInterrupt, SystemExit) cut the group short
+                    write.fail(StoreUnavailable(f"SQLite store {self.path}: the write was interrupted"))
+
     def _commit_group(self, group: list[_Write[object]]) -> None:
-        """Under ``_mutex``: the group in one transaction, or (one failed, or the commit) each alone."""
         try:
             self._begin()
         except sqlite3.Error as exc:
-            failure = StoreUnavailable(f"SQLite store {self.path}: {exc}")
             for write in group:
-                write.fail(failure)
+                write.fail(StoreUnavailable(f"SQLite store {self.path}: {exc}"))
             return
         try:
             results = [write.op(self._conn) for write in group]
             self._conn.execute("COMMIT")
-        except BaseException:  # noqa: BLE001 - the group is undone; each op then meets its own outcome
-            self._conn.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the group is undone; each op then meets its own outcome
+            self._rollback()
             for write in group:
                 self._alone(write)
             return
+        except BaseException:
+            self._rollback()  # an interrupt: raised in the thread it reached, the others' writes fail
+            raise
         for write, result in zip(group, results, strict=True):
             write.succeed(result)
 
     def _alone(self, write: _Write[object]) -> None:
         try:
             with self._tx_held() as conn:
-                write.succeed(write.op(conn))
-        except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked for the write
+                result = write.op(conn)
+        except Exception as exc:  # noqa: BLE001 - handed to the thread that asked for the write
             write.fail(exc)
+        else:
+            write.succeed(result)
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting for a write lock held by another process in steps of 0.1-2 ms, for

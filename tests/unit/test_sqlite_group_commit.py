@@ -1,0 +1,102 @@
+"""The SQLite store's group commit (``Connection._write``): writes queued while another thread holds the
+write lock are committed together by whichever thread takes it next, each caller gets its own outcome,
+and an op that fails fails alone."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ticklock.adapters.store.sqlite import SQLiteStore
+
+
+def _queued_behind_the_lock(store: SQLiteStore, ops: list[Any]) -> list[Any]:
+    """Run each op through ``_write`` on a thread of its own while the test holds the write lock, so that
+    all of them queue; then let go, and return what each call returned or raised."""
+    outcomes: list[Any] = [None] * len(ops)
+
+    def call(i: int) -> None:
+        try:
+            outcomes[i] = store._write(ops[i])
+        except BaseException as exc:  # noqa: BLE001 - the outcome under test
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(ops))]
+    with store._mutex:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(store._queued) < len(ops):
+            assert time.monotonic() < deadline, "the writes did not queue"
+            time.sleep(0.001)
+    for thread in threads:
+        thread.join(10)
+    return outcomes
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    s = SQLiteStore(tmp_path / "group.db")
+    with s._tx() as conn:
+        conn.execute("CREATE TABLE scratch (n INTEGER PRIMARY KEY)")
+    yield s
+    s.close()
+
+
+def rows(store: SQLiteStore) -> list[int]:
+    return [n for (n,) in store._read(lambda c: c.execute("SELECT n FROM scratch ORDER BY n").fetchall())]
+
+
+def insert(n: int) -> Any:
+    def op(conn: sqlite3.Connection) -> int:
+        conn.execute("INSERT INTO scratch (n) VALUES (?)", (n,))
+        return n * 10
+
+    return op
+
+
+def test_queued_writes_are_committed_together_and_each_caller_gets_its_own_result(store: SQLiteStore) -> None:
+    commits: list[str] = []
+    store._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    outcomes = _queued_behind_the_lock(store, [insert(n) for n in range(8)])
+    store._conn.set_trace_callback(None)
+    assert outcomes == [n * 10 for n in range(8)]
+    assert rows(store) == list(range(8))
+    assert len(commits) == 1  # one transaction for the eight
+
+
+def test_an_op_that_fails_fails_alone_and_the_others_are_committed(store: SQLiteStore) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO scratch (n) VALUES (100)")
+        raise ValueError("this op is broken")
+
+    ops = [insert(1), insert(2), broken, insert(3)]
+    outcomes = _queued_behind_the_lock(store, ops)
+    assert outcomes[0] == 10 and outcomes[1] == 20 and outcomes[3] == 30
+    assert isinstance(outcomes[2], ValueError)
+    assert rows(store) == [1, 2, 3]  # nothing of the broken op's is left
+
+
+def test_a_constraint_violation_reaches_its_caller_as_it_did_alone(store: SQLiteStore) -> None:
+    outcomes = _queued_behind_the_lock(store, [insert(5), insert(5), insert(6)])
+    assert sorted(o for o in outcomes if isinstance(o, int)) == [50, 60]
+    assert sum(isinstance(o, sqlite3.IntegrityError) for o in outcomes) == 1
+    assert rows(store) == [5, 6]
+
+
+def test_an_interrupt_fails_the_writes_it_cut_short_and_is_raised_where_it_happened(store: SQLiteStore) -> None:
+    def interrupted(conn: sqlite3.Connection) -> None:
+        raise KeyboardInterrupt
+
+    outcomes = _queued_behind_the_lock(store, [insert(1), interrupted, insert(2)])
+    interrupts = [o for o in outcomes if isinstance(o, KeyboardInterrupt)]
+    assert len(interrupts) == 1  # in the one thread that ran the group
+    assert all(isinstance(o, (KeyboardInterrupt, Exception)) for o in outcomes)  # no write "succeeded" unrun
+    assert rows(store) == []  # the group was rolled back
+    # the store goes on: the next write commits
+    assert store._write(insert(7)) == 70 and rows(store) == [7]

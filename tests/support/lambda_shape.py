@@ -95,6 +95,7 @@ class Result:
     errors: int  # deliveries the harness itself failed to complete (it must be 0)
     undeleted: int  # DeleteMessageBatch entries the queue refused
     drained: bool  # the queue was empty before the runners stopped
+    skips: Counter[str]  # fires the runners skipped, by reason (duplicates, lock held...)
     rss_mb: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -267,6 +268,13 @@ def runner_process(spec: dict[str, Any]) -> None:
     for thread in threads:
         thread.join()
     invoker.shutdown()
+    stats["skips"] = {  # the runner's own count of the fires it skipped, by reason (its metrics)
+        sample.labels["reason"]: sample.value
+        for family in box.metrics.registry.collect()
+        if family.name == "ticklock_skips"
+        for sample in family.samples
+        if sample.name == "ticklock_skips_total"
+    }
     Path(spec["out"]).write_text(json.dumps(stats))
     os._exit(0)  # the environments' pools and clients end with the process, as a Lambda environment does
 
@@ -519,6 +527,7 @@ def _measure(
         errors=sum(s["errors"] for s in stats),
         undeleted=sum(s["undeleted"] for s in stats),
         drained=drained,
+        skips=sum((Counter(s.get("skips", {})) for s in stats), Counter()),
         rss_mb=rss,
     )
 
@@ -537,7 +546,8 @@ def summary(result: Result) -> str:
         f"max {result.lag(1.0) * 1000:.0f} ms; {result.invocations} invocations, at most {result.most_in_flight} "
         f"at once, {result.mean_in_flight:.1f} on average, {result.mean_invocation * 1000:.0f} ms each; "
         f"{result.duplicates_sent} duplicates sent, {result.twins} twin deliveries, "
-        f"{result.records_failed} records failed, {result.dead_lettered} dead-lettered; CPU of one core: {cpu}"
+        f"{result.records_failed} records failed, {result.dead_lettered} dead-lettered; "
+        f"skipped {dict(result.skips)}; CPU of one core: {cpu}"
     )
 
 

@@ -136,6 +136,50 @@ def test_concurrent_duplicate_deliveries_run_the_handler_once(real: Harness, tmp
     assert {o.skipped for o in outcomes if o.skipped} <= {SkipReason.LOCK_HELD, SkipReason.DUPLICATE}
 
 
+def test_a_lock_held_briefly_by_something_else_is_waited_for_and_the_fire_runs(fake: Harness) -> None:
+    """A late copy of an earlier fire (SQS's at-least-once delivery) takes the job's lock for a moment, to
+    meet its execution and let go. The next fire, arriving then, waits and runs: skipped as LOCK_HELD it
+    would stay unrun until its claim ran out (seen in the Lambda shape's emulation)."""
+    assert isinstance(fake.clock, FakeClock)
+    job = fake.add("noop")
+    fire = fake.claim_one()
+    runner = fake.runner()
+    assert fake.locker is not None and fake.locker.acquire(f"job:{job.id}", 0.2) is not None  # the copy's hold
+    outcome = runner.run(fire)
+    assert outcome.skipped is None and outcome.execution is not None
+    assert outcome.execution.status is ExecutionStatus.SUCCESS
+    assert 0.2 <= sum(fake.clock.sleeps) <= 1.0  # it waited for the hold to end, in short steps
+    assert fake.store.get_job(job.id).lease is None  # and the job went on
+
+
+def test_a_lock_held_by_the_fires_own_run_is_left_to_it_at_once(fake: Harness) -> None:
+    """A second delivery meeting the run of its own fire (its execution recorded, the lock held) does
+    not wait: that run decides."""
+    assert isinstance(fake.clock, FakeClock)
+    job = fake.add("noop")
+    fire = fake.claim_one()
+    runner = fake.runner()
+    assert fake.locker is not None and fake.locker.acquire(f"job:{job.id}", 60) is not None
+    fake.store.start_execution(make_execution(fire, started_at=fake.clock.now()))
+    outcome = runner.run(fire)
+    assert outcome.skipped is SkipReason.LOCK_HELD
+    assert fake.clock.sleeps == []
+
+
+def test_a_lock_still_held_after_the_wait_skips_the_fire(fake: Harness) -> None:
+    """Held longer (a lock left by a runner that died): the fire waits its two seconds, then is skipped
+    as LOCK_HELD, and its claim brings it back when it runs out."""
+    assert isinstance(fake.clock, FakeClock)
+    job = fake.add("noop")
+    fire = fake.claim_one()
+    runner = fake.runner()
+    assert fake.locker is not None and fake.locker.acquire(f"job:{job.id}", 60) is not None
+    outcome = runner.run(fire)
+    assert outcome.skipped is SkipReason.LOCK_HELD
+    assert 2.0 <= sum(fake.clock.sleeps) < 3.0
+    assert fake.store.list_executions(job.id) == []
+
+
 def test_a_fire_whose_owner_died_mid_run_is_resumed_once(fake: Harness, tmp_path: Path) -> None:
     assert isinstance(fake.clock, FakeClock)
     log = tmp_path / "calls"

@@ -70,6 +70,8 @@ _ADVANCE_AFTER = frozenset(
     {SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE, SkipReason.CATCHUP_WINDOW_PASSED}
 )
 _RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
+# how long a fire whose job lock is held by something other than its own run waits for it, in growing steps
+LOCK_WAIT, LOCK_PAUSE = 2.0, 0.05
 _JUST = timedelta(microseconds=1)
 # The skips that are a fire's end, as ledger reasons. The others are not: the fire runs, or ran, anyway
 # (LOCK_HELD and RUNNING_ELSEWHERE: its own run holds the job; DUPLICATE: it ran; LEASE_EXPIRED: it is
@@ -172,6 +174,8 @@ class TaskRunner:
                 return self._skip(fire, SkipReason.LOCK_UNAVAILABLE)
             lock_token = ""
         if lock_token is None:
+            lock_token = self._once_the_lock_is_free(fire, key, job.timeout + LOCK_MARGIN)
+        if lock_token is None:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LOCK_HELD.value})
             return self._skip(fire, SkipReason.LOCK_HELD)
         keep_lock = False
@@ -205,6 +209,26 @@ class TaskRunner:
             if lock_token and not keep_lock:
                 # A handler thread still running past its deadline keeps the lock until its TTL.
                 self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
+
+    def _once_the_lock_is_free(self, fire: Fire, key: str, ttl: float) -> str | None:
+        """The lock is held. A LOCK_HELD skip leaves the fire to the run holding it, and that is right
+        when the holder is this fire's own run (a second delivery: its execution is there, or is about to
+        be). Anything else holds it briefly: a late copy of an earlier fire, which meets its execution and
+        lets go within milliseconds. Skipping then would leave this fire unrun until its claim ran out
+        (the Lambda shape's emulation saw one job in fifty stall a minute so). So: while no execution of
+        this fire appears, try again, for up to ``LOCK_WAIT`` seconds; None if it is still held then."""
+        waited, pause = 0.0, LOCK_PAUSE
+        while waited < LOCK_WAIT and not self._has_run(fire):
+            self.clock.sleep(pause)
+            waited += pause
+            try:
+                token = self.locker.acquire(key, ttl)
+            except LockUnavailable:
+                return None
+            if token is not None:
+                return token
+            pause = min(pause * 2, 0.5)
+        return None
 
     # -- step 2 -----------------------------------------------------------------------------------
     def _record(

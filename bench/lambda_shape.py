@@ -69,14 +69,8 @@ def run(shape: Shape, emulator: str, workdir: Path) -> Result:
         redis.stop()
         raise
     try:
-        assert sqs.proc is not None and redis.proc is not None
-        result = run_shape(
-            shape,
-            endpoint=endpoint,
-            redis_url=redis_url,
-            workdir=workdir,
-            server_pids={emulator: sqs.proc.pid, "redis": redis.proc.pid},
-        )
+        pids = {emulator: sqs.pid, "redis": redis.pid}
+        result = run_shape(shape, endpoint=endpoint, redis_url=redis_url, workdir=workdir, server_pids=pids)
     finally:
         sqs.stop()
         redis.stop()

@@ -13,11 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
-import signal
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +25,6 @@ import pytest
 from tests.support import servers
 
 REPO = Path(__file__).resolve().parents[2]
-MINISTACK = REPO / ".cache" / "ministack-venv" / "bin" / "python"
 SAM = REPO / ".cache" / "sam-venv" / "bin" / "sam"
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
@@ -91,30 +86,12 @@ def _deploy(endpoint: str, template: Path, workdir: Path) -> None:
 # its tests are done, so that it takes no CPU from the timing-sensitive suites after it
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri: str) -> Iterator[Stack]:
-    assert MINISTACK.exists(), "MiniStack is installed by scripts/emulator-venv.sh (make services)"
     workdir = tmp_path_factory.mktemp("deployed")
     template = _build(workdir)
-    port = servers.free_port()
-    scratch = workdir / "tmp"  # its functions' unpacked code (~120 MB a deploy): removed with the test's files
-    scratch.mkdir()
-    env = {**os.environ, "GATEWAY_PORT": str(port), "BIND_HOST": "127.0.0.1", "MS_RATE_DIVISOR": "12",
-           "MS_SCHED_TICK": "1", "TMPDIR": str(scratch)}  # fmt: skip
-    with (workdir / "ministack.log").open("wb") as log:
-        emulator = subprocess.Popen(
-            [str(MINISTACK), str(REPO / "tools" / "ministack" / "launch.py")],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # its function workers too
-        )  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
+    # its log is workdir/ministack.log; its functions' unpacked code (~120 MB a deploy) goes under
+    # workdir/tmp, removed at stop with its function workers (its process group)
+    emulator, endpoint = servers.start_ministack(workdir, MS_RATE_DIVISOR="12", MS_SCHED_TICK="1")
     try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"{endpoint}/_ministack/health", timeout=1):
-                    break
-            except OSError:
-                assert emulator.poll() is None, (workdir / "ministack.log").read_text()
-                time.sleep(0.1)
-        else:
-            raise AssertionError(f"MiniStack did not answer:\n{(workdir / 'ministack.log').read_text()[-3000:]}")
         client = boto3.client("secretsmanager", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
         client.create_secret(Name="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
         client.create_secret(Name="ticklock/redis-url", SecretString=redis_url)
@@ -124,6 +101,4 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, ferretdb_uri
         assert described["StackStatus"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), json.dumps(described, default=str)
         yield Stack(endpoint, {o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]}, workdir)
     finally:
-        os.killpg(emulator.pid, signal.SIGKILL)  # MiniStack and its function workers (one session)
-        emulator.wait(10)
-        shutil.rmtree(scratch, ignore_errors=True)
+        emulator.stop()

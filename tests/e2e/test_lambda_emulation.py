@@ -40,14 +40,8 @@ def test_1000_fires_a_second_for_60_s_run_every_fire_exactly_once(
 ) -> None:
     shape = Shape()
     emulator, endpoint = ministack
-    assert emulator.proc is not None and redis_server.proc is not None
-    result = run_shape(
-        shape,
-        endpoint=endpoint,
-        redis_url=redis_url,
-        workdir=tmp_path,
-        server_pids={"ministack": emulator.proc.pid, "redis": redis_server.proc.pid},
-    )
+    pids = {"ministack": emulator.pid, "redis": redis_server.pid}
+    result = run_shape(shape, endpoint=endpoint, redis_url=redis_url, workdir=tmp_path, server_pids=pids)
     print(f"\nLambda shape on MiniStack: {summary(result)}")
 
     assert result.tick_reports["tick-1"]["ran"] and result.tick_reports["tick-1"]["handed_over"]

@@ -75,6 +75,12 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError(f"{self.name} did not start: {self.log_path.read_text()[-2000:]}")
 
+    @property
+    def pid(self) -> int:
+        """The running server's process id (its CPU is measured by the load tests)."""
+        assert self.proc is not None, f"{self.name} is not started"
+        return self.proc.pid
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)

@@ -12,7 +12,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 BOOT_PYTHON=${SAM_CHECK_PYTHON:-python3.11}
 VENV=$ROOT/.cache/sam-venv
-STAMP=$VENV/.installed
 export SAM_CLI_TELEMETRY=0
 
 started=$(date +%s)
@@ -20,15 +19,9 @@ step() { printf '== %s (%ss)\n' "$1" "$(($(date +%s) - started))"; }
 fail() { printf 'sam-check: %s\n' "$1" >&2; exit 1; }
 
 # (a) the tools, installed only when their pins (or the interpreter) changed
-want=$( { cat tools/sam/requirements.txt tools/sam/constraints.txt; "$BOOT_PYTHON" -VV; } | sha256sum | cut -d' ' -f1)
-if [[ ! -x $VENV/bin/sam || ! -f $STAMP || "$(cat "$STAMP")" != "$want" ]]; then
-    step "installing aws-sam-cli and cfn-lint into .cache/sam-venv"
-    rm -rf "$VENV"
-    "$BOOT_PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -r tools/sam/requirements.txt -c tools/sam/constraints.txt
-    echo "$want" >"$STAMP"
-fi
+# shellcheck source=scripts/pinned-venv.sh
+source scripts/pinned-venv.sh
+pinned_venv "$VENV" "$BOOT_PYTHON" tools/sam sam "$(step "installing aws-sam-cli and cfn-lint into .cache/sam-venv")"
 
 # (b) lint
 step "cfn-lint $("$VENV/bin/cfn-lint" --version | cut -d' ' -f2) template.yaml"

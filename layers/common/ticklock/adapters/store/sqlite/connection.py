@@ -15,7 +15,6 @@ from ticklock.errors import StoreUnavailable
 
 T = TypeVar("T")
 
-SQLITE_BUSY = 5
 # another process's write lock is tried for again after this long, doubling up to the second figure
 BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
 
@@ -199,7 +198,7 @@ class Connection:
                 self._conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", SQLITE_BUSY) & 0xFF != SQLITE_BUSY or time.monotonic() > deadline:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
                     raise
             time.sleep(pause)
             pause = min(pause * 2, BUSY_PAUSE_MAX)

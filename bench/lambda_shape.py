@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv-engine/bin/python bench/lambda_shape.py [--jobs 1200] [--seconds 70] [--processes 6] [--with-moto]
+    .venv-engine/bin/python bench/lambda_shape.py [--jobs 1500] [--seconds 70] [--processes 6] [--with-moto]
 
 It runs ``tests/support/lambda_shape.py`` (the harness ``tests/e2e/test_lambda_emulation.py`` asserts on)
 against MiniStack's SQS (tools/ministack, under uvicorn) and a Redis it starts, and prints one row: fires

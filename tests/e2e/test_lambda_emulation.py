@@ -1,4 +1,4 @@
-"""The Lambda deployment's data path at its real throughput, emulated end to end without Docker: 1,200
+"""The Lambda deployment's data path at its real throughput, emulated end to end without Docker: 1,500
 interval jobs every second for 70 s (1,000+ fires/s), tick -> SQS -> runners, on MiniStack's SQS.
 
 ``tests/support/lambda_shape.py`` runs it (the parts, each a process of its own, are described there):

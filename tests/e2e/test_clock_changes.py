@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -39,9 +40,12 @@ def test_a_fire_before_the_fall_back_runs_once_and_the_job_moves_to_the_next_day
            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
+        # a session of its own: faketime runs ticklock as its child, and killing faketime alone left that
+        # child serving (and taking CPU) for the rest of the suite
         proc = subprocess.Popen(
-            [faketime(), "-f", "@2026-10-25 00:54:52", *TICKLOCK, "serve"], env=env, stdout=out, stderr=out
-        )
+            [faketime(), "-f", "@2026-10-25 00:54:52", *TICKLOCK, "serve"],
+            env=env, stdout=out, stderr=out, start_new_session=True,
+        )  # fmt: skip
     try:
 
         def up() -> bool:
@@ -77,5 +81,5 @@ def test_a_fire_before_the_fall_back_runs_once_and_the_job_moves_to_the_next_day
         )
         assert "Traceback" not in log.read_text(errors="replace")
     finally:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)

@@ -194,6 +194,16 @@ def start_ferretdb(workdir: Path, *, postgresql_url: str | None = None) -> tuple
     return Server("ferretdb", argv, _port_open(port), workdir / "ferretdb.log"), f"mongodb://127.0.0.1:{port}/"
 
 
+# FerretDB 1.24 on PostgreSQL deadlocks when its connection pool (50 by default) runs out while a request
+# holds its metadata registry's write lock (creating a collection, at a replica's start): that request waits
+# for a connection, and the 50 holding one wait for the lock (seen in tests/e2e/test_replicas.py, three
+# replicas of ~50 threads each starting at once; the goroutine dump: Registry.getPool in RWMutex.RLock,
+# pgxpool.Acquire in semaphore.Acquire). A pool larger than the requests the tests can have in flight at
+# once, and a server that takes that many connections, cannot run out.
+FERRETDB_PG_POOL = 400
+PG_MAX_CONNECTIONS = 500
+
+
 def start_postgresql(workdir: Path) -> tuple[Server, str]:
     """A throwaway PostgreSQL cluster (Debian's postgresql), durability off: it backs FerretDB in tests."""
     bindir = _postgres_bindir()
@@ -227,6 +237,8 @@ def start_postgresql(workdir: Path) -> tuple[Server, str]:
         "synchronous_commit=off",
         "-c",
         "full_page_writes=off",
+        "-c",
+        f"max_connections={PG_MAX_CONNECTIONS}",
     ]
     server = Server("postgresql", argv, _port_open(port), workdir / "postgresql.log", cleanup=workdir)
     # the port opens before the server accepts connections ("the database system is starting up")
@@ -234,7 +246,7 @@ def start_postgresql(workdir: Path) -> tuple[Server, str]:
     for _ in range(100):
         done = subprocess.run(createdb, capture_output=True, text=True)
         if done.returncode == 0:
-            return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb"
+            return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb?pool_max_conns={FERRETDB_PG_POOL}"
         time.sleep(0.1)
     server.stop()
     raise RuntimeError(f"createdb failed: {done.stderr}")

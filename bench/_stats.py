@@ -20,12 +20,13 @@ TARGET_P50 = 0.020  # s
 TARGET_P99 = 0.250  # s
 TARGET_IDLE_CPU = 2.0  # % of one core
 TARGET_RSS_MB = 200.0
+TARGET_CPU_PER_FIRE_US = 150.0  # issue 15: in the service process, over a burst and a steady load
 # An interval job's next fire is "interval seconds after the end of the previous run", so every fire's
 # own lag and run time stretch its next interval: exactly the nominal rate is out of reach by design.
 # The rate counts as met at this share of the nominal rate (the slip is printed beside it).
 RATE_TOLERANCE = 0.98
 
-Kind = Literal["interval", "cron", "idle"]
+Kind = Literal["interval", "cron", "once", "idle"]
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,14 @@ class Scenario:
 
     @property
     def nominal_rate(self) -> float | None:
-        return None if self.kind == "idle" else self.due / self.interval
+        return None if self.kind in ("idle", "once") else self.due / self.interval
 
 
 def scenarios(quick: bool) -> dict[str, Scenario]:
-    """The four scenarios of issue 2 and (m), issue 3's: (a) on MongoDB + Redis, only the due jobs stored.
+    """The four scenarios of issue 2; (m), issue 3's: (a) on MongoDB + Redis, only the due jobs stored;
+    and issue 15's bursts and steady load: (e) and (f), 1,000 and 10,000 one-shot jobs due on one instant
+    (the window: from that instant until all have started, ``window`` at most), and (g) 5,000 jobs every
+    second. (c) runs 60 s in a full run, as issue 15 asks of it.
 
     ``quick`` shortens the windows and stores fewer jobs.
     """
@@ -81,10 +85,40 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             due=1_000,
             stored=1_000,
             interval=1,
-            window=6.0 if quick else 20.0,
+            window=6.0 if quick else 60.0,
             warmup=3.0,
         ),
         "d": Scenario("d", "idle, none due", "idle", due=0, stored=stored, interval=86_400, window=short, warmup=3.0),
+        "e": Scenario(
+            "e",
+            "burst: 1,000 one-shot jobs on one instant",
+            "once",
+            due=1_000,
+            stored=1_000,
+            interval=1,
+            window=10.0,
+            warmup=0.0,
+        ),
+        "f": Scenario(
+            "f",
+            "burst: 10,000 one-shot jobs on one instant",
+            "once",
+            due=10_000,
+            stored=10_000,
+            interval=1,
+            window=30.0,
+            warmup=0.0,
+        ),
+        "g": Scenario(
+            "g",
+            "5,000 jobs every 1 s",
+            "interval",
+            due=5_000,
+            stored=stored,
+            interval=1,
+            window=10.0 if quick else 60.0,
+            warmup=3.0 if quick else 5.0,
+        ),
         # FerretDB 1.24 scans the jobs collection on every due query: only the due jobs are stored
         "m": Scenario(
             "m",
@@ -126,6 +160,7 @@ class Row:
     cpu_s: float | None = None
     cpu_pct: float | None = None
     peak_rss_mb: float | None = None
+    fires: int | None = None  # the fires the window's CPU is divided by (CPU per fire)
     idle: bool = False
     note: str = ""
     details: list[str] = field(default_factory=list)
@@ -145,7 +180,8 @@ def lag_summary(lags: Sequence[float]) -> tuple[float | None, float | None, floa
 
 # -- resources ------------------------------------------------------------------------------------
 class ResourceSampler:
-    """Samples a process's RSS every ``every`` seconds in a thread, keeping the peak; reads its CPU time.
+    """Samples a process's RSS every ``every`` seconds in a thread, keeping the peak, and its CPU time with
+    the moment of each sample (``cpu_at``: a burst's CPU up to the moment its last fire ended).
 
     The sampling loop is bounded by ``max_seconds`` as well as by ``stop``.
     """
@@ -156,6 +192,7 @@ class ResourceSampler:
         self.max_samples = max(1, int(max_seconds / every))
         self.peak_rss = 0
         self.samples = 0
+        self.cpu_trace: list[tuple[float, float]] = []  # (time.time(), CPU seconds) at each sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
 
@@ -178,9 +215,14 @@ class ResourceSampler:
     def peak_rss_mb(self) -> float:
         return self.peak_rss / (1024 * 1024)
 
+    def cpu_at(self, moment: float) -> float | None:
+        """The CPU seconds of the first sample taken at or after ``moment`` (None: none was)."""
+        return next((cpu for at, cpu in self.cpu_trace if at >= moment), None)
+
     def _sample(self) -> None:
         try:
             self.peak_rss = max(self.peak_rss, int(self.process.memory_info().rss))
+            self.cpu_trace.append((time.time(), self.cpu_seconds()))
             self.samples += 1
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             self._stop.set()
@@ -242,8 +284,16 @@ def _row_cells(row: Row) -> list[str]:
         lost,
         _count(row.duplicates) + (_mark(row.duplicates == 0) if row.duplicates is not None else ""),
         f"{cpu} ({pct})",
+        _per_fire(row),
         rss,
     ]
+
+
+def _per_fire(row: Row) -> str:
+    if row.cpu_s is None or not row.fires:
+        return "-"
+    micros = row.cpu_s / row.fires * 1e6
+    return f"{micros:,.0f} µs" + _mark(micros <= TARGET_CPU_PER_FIRE_US)
 
 
 def _count(value: int | None) -> str:
@@ -261,6 +311,7 @@ HEADER = [
     "fires lost",
     "duplicates",
     "CPU s in window (% of one core)",
+    "CPU per fire",
     "peak RSS",
 ]
 TARGETS = [
@@ -274,6 +325,7 @@ TARGETS = [
     "0",
     "0",
     f"idle < {TARGET_IDLE_CPU:.0f} %",
+    f"≤ {TARGET_CPU_PER_FIRE_US:.0f} µs",
     f"< {TARGET_RSS_MB:.0f} MB",
 ]
 

@@ -4,9 +4,12 @@ Usage::
 
     .venv/bin/python bench/apscheduler_baseline.py [--quick] [--only a,b]
 
-Scenarios (a) 1,000 jobs every 1 s and (b) 10,000 jobs every 10 s (first fires spread uniformly over
-one interval), with the other jobs every 86,400 s, not due during the run, up to 100,000 stored in all
-(fewer if adding them takes longer than ``SETUP_BUDGET`` seconds: the table says how many were stored).
+The scenarios of ``bench/fires.py`` that fire (``BASELINE_KEYS``): (a) 1,000 jobs every 1 s, (b) 10,000
+every 10 s and (g) 5,000 every 1 s (first fires spread uniformly over one interval; an
+``IntervalTrigger``), (c) 1,000 ``CronTrigger(second="*")`` jobs from one second boundary, and (e), (f)
+bursts of 1,000 and 10,000 ``DateTrigger`` jobs on one instant; the other jobs every 86,400 s, not due
+during the run, up to the scenario's stored count (fewer if adding them takes longer than
+``SETUP_BUDGET`` seconds: the table says how many were stored).
 A ``BackgroundScheduler`` with a ``ThreadPoolExecutor(30)`` runs each configuration in a process of its
 own, so that CPU and peak RSS are its alone:
 
@@ -15,12 +18,15 @@ own, so that CPU and peak RSS are its alone:
 * ``MemoryJobStore``, ``misfire_grace_time=None``, ``coalesce=False`` (every fire runs, however late;
   full runs only);
 * ``SQLAlchemyJobStore`` on a SQLite file, the same two settings, if SQLAlchemy is importable
-  (otherwise the row says "not installed"; nothing is installed by this script).
+  (otherwise the row says "not installed"; nothing is installed by this script: ``make bench`` installs
+  the ``bench`` extra, SQLAlchemy pinned, into the bench's environment only).
 
 Lag = the job function's start (``time.time()`` on entry) minus the scheduled run time that APScheduler
 reports in ``EVENT_JOB_EXECUTED`` (per job, the n-th start is paired with the n-th reported run time; one
 instance at a time). Lost = fires expected in the window (APScheduler's interval trigger is fixed-rate:
-first fire + k x interval) minus the runs found for them. Missed and max-instances events are counted.
+first fire + k x interval; cron every second from the first; a one-shot job its one fire) minus the runs
+found for them. Missed and max-instances events are counted. A burst is read as ``bench/fires.py`` reads
+one: its CPU up to the moment its last run started, fires/s the rate it drained at.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import collections
 import importlib.util
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -40,13 +47,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _stats import ResourceSampler, Row, Scenario, lag_summary, markdown_table, scenarios, sleep_until
+from _stats import ResourceSampler, Row, Scenario, fmt_seconds, lag_summary, markdown_table, scenarios, sleep_until
 
 SETUP_BUDGET = 60.0  # s allowed for adding the stored jobs; fewer are stored past it
+PROBE = 50  # idle jobs added at least, to time one add
 STARTUP_ALLOWANCE = 3.0  # s from the end of setup to the first fire
 DRAIN = 3.0  # s the scheduler keeps running after the window
 CHILD_TIMEOUT = 300.0  # s one configuration may take in all
 US = 1_000_000
+BASELINE_KEYS = ("a", "b", "c", "e", "f", "g")
 VARIANTS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "no-miss": {"misfire_grace_time": None, "coalesce": False},
@@ -81,6 +90,8 @@ def run_one(sc: Scenario, store_kind: str, variant: str, workdir: Path) -> Row:
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.jobstores.memory import MemoryJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.date import DateTrigger
     from apscheduler.triggers.interval import IntervalTrigger
 
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)  # missed runs are counted, not logged
@@ -115,12 +126,14 @@ def run_one(sc: Scenario, store_kind: str, variant: str, workdir: Path) -> Row:
             counts.errors += 1
 
     scheduler.add_listener(on_event, EVENT_JOB_EXECUTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
-    sampler = ResourceSampler(os.getpid()).start()
+    sampler = ResourceSampler(os.getpid(), every=0.1 if sc.kind == "once" else 0.5).start()
     setup_began = time.monotonic()
     scheduler.start(paused=True)
     try:
-        # The jobs not due during the run, every 86,400 s, first fire spread over 1 to 24 hours.
-        idle = sc.stored - sc.due
+        # The jobs not due during the run, every 86,400 s, first fire spread over 1 to 24 hours; at least
+        # PROBE of them, whose adding times one add (the SQLAlchemy store commits each: milliseconds), so
+        # that the due jobs' first fire leaves room for adding them all.
+        idle = max(sc.stored - sc.due, PROBE)
         now = datetime.now(UTC)
         stored_idle = 0
         for i in range(idle):
@@ -131,18 +144,29 @@ def run_one(sc: Scenario, store_kind: str, variant: str, workdir: Path) -> Row:
                 fire, IntervalTrigger(seconds=86_400, start_date=start, timezone=UTC), args=[-1], id=f"idle-{i}"
             )
             stored_idle += 1
-        base = time.time() + STARTUP_ALLOWANCE
-        step = sc.interval / max(1, sc.due)
-        first = [base + i * step for i in range(sc.due)]
+        per_add = (time.monotonic() - setup_began) / max(1, stored_idle)
+        base = time.time() + STARTUP_ALLOWANCE + 1.5 * per_add * sc.due
+        if sc.kind == "interval":
+            step = sc.interval / max(1, sc.due)
+            first = [base + i * step for i in range(sc.due)]
+        else:  # cron and one-shot: every job from the same whole second
+            base = float(math.ceil(base))
+            first = [base] * sc.due
         for i in range(sc.due):
-            trigger = IntervalTrigger(
-                seconds=sc.interval, start_date=datetime.fromtimestamp(first[i], UTC), timezone=UTC
-            )
+            at = datetime.fromtimestamp(first[i], UTC)
+            if sc.kind == "interval":
+                trigger: Any = IntervalTrigger(seconds=sc.interval, start_date=at, timezone=UTC)
+            elif sc.kind == "cron":
+                trigger = CronTrigger(second="*", start_date=at, timezone=UTC)
+            else:
+                trigger = DateTrigger(run_date=at, timezone=UTC)
             scheduler.add_job(fire, trigger, args=[i], id=f"due-{i}")
         setup_s = time.monotonic() - setup_began
         scheduler.resume()
-        w0 = base + sc.warmup
+        # a burst's window opens half a second before its instant, so that its CPU is all inside
+        w0 = base - 0.5 if sc.kind == "once" else base + sc.warmup
         w1 = w0 + sc.window
+        late = time.time() - min(w0, base)  # > 0: adding the jobs ran past the first fire or the window
         sleep_until(w0)
         cpu_start = sampler.cpu_seconds()
         sleep_until(w1)
@@ -157,10 +181,19 @@ def run_one(sc: Scenario, store_kind: str, variant: str, workdir: Path) -> Row:
     row.cpu_s = cpu_end - cpu_start
     row.cpu_pct = 100.0 * row.cpu_s / sc.window
     row.peak_rss_mb = sampler.peak_rss_mb
+    row.fires = sum(1 for starts in _STARTS for t in starts if w0 <= t < w1)
+    if sc.kind == "once" and row.fires:  # as bench/fires.py reads a burst: CPU up to its last start's end
+        ended = max(t for starts in _STARTS for t in starts if w0 <= t < w1)
+        burst_end = sampler.cpu_at(ended)
+        if burst_end is not None:
+            row.cpu_s = burst_end - cpu_start
+            row.cpu_pct = 100.0 * row.cpu_s / max(1e-6, ended - w0)
     row.details.append(
         f"missed (dropped) {counts.missed:,}, skipped at max_instances {counts.max_instances:,}, "
         f"errors {counts.errors:,}; setup (adding {row.stored:,} jobs) {setup_s:.1f} s"
     )
+    if late > 0:
+        row.details.append(f"adding the jobs ran {late:.1f} s past the first fire: this row measures setup too")
     return row
 
 
@@ -185,6 +218,11 @@ def analyse(sc: Scenario, first: list[float], reported: list[list[float]], windo
         expected += max(0, hi - lo + 1)
     seconds = (w1 - w0) / US
     p50, p99, worst = lag_summary(lags)
+    if sc.kind == "once":  # as bench/fires.py reads a burst: the rate it drained at, its last start
+        rate = found / worst if worst else None
+        ran = f"{found:,} of {sc.due:,} one-shot jobs ran; the last started {fmt_seconds(worst)} after the instant"
+        return Row(system="", scenario=f"({sc.key}) {sc.title}", fires_per_s=rate, lag_p50=p50, lag_p99=p99,
+                   lag_max=worst, lost=sc.due - found, duplicates=duplicates, details=[ran])  # fmt: skip
     details = [f"expected {expected:,} fires in the {seconds:.0f} s window (first fire + k x interval), ran {found:,}"]
     if unpaired:
         details.append(f"{unpaired} starts and reported run times did not pair up")
@@ -243,7 +281,7 @@ def _child(key: str, store: str, variant: str, quick: bool, label: str, sc: Scen
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="APScheduler 3.11 baseline for bench/fires.py")
     parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored")
-    parser.add_argument("--only", default="a,b", help="comma-separated scenario keys among a,b")
+    parser.add_argument("--only", default="a,b", help=f"comma-separated scenario keys among {','.join(BASELINE_KEYS)}")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # KEY:STORE:VARIANT, run in this process
     args = parser.parse_args(argv)
     table = scenarios(args.quick)
@@ -255,9 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         # Worker threads of a scheduler shut down without waiting may linger: do not wait for them.
         os._exit(0)
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
-    bad = [k for k in keys if k not in ("a", "b")]
+    bad = [k for k in keys if k not in BASELINE_KEYS]
     if bad:
-        parser.error(f"unknown scenario(s) {bad}; known: a, b")
+        parser.error(f"unknown scenario(s) {bad}; known: {', '.join(BASELINE_KEYS)}")
     rows = baseline_rows(args.quick, keys)
     print(f"### APScheduler baseline ({'quick' if args.quick else 'full'} run)\n")
     print(markdown_table(rows))

@@ -3,7 +3,7 @@ and on MongoDB (FerretDB) with the Redis lock.
 
 Usage::
 
-    .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d,m]
+    .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d,e,f,g,m]
 
 For each scenario it pre-fills a fresh temporary SQLite file with ``SQLiteStore.add_jobs`` (handler
 ``noop``), starts the real service as a subprocess (``ticklock serve --db ... --port ... --log-level
@@ -23,12 +23,15 @@ the measurement window, stops it with SIGTERM, and then reads the ``executions``
 
 Scenarios: (a) 1,000 jobs every 1 s and (b) 10,000 every 10 s, first fires spread uniformly over one
 interval, 100,000 jobs stored in all (the rest every 86,400 s, first due in 1 to 24 hours); (c) a burst
-of 1,000 cron ``* * * * * *`` jobs on the same second boundary; (d) idle, 100,000 stored, none due.
+of 1,000 cron ``* * * * * *`` jobs on the same second boundary, for 60 s; (d) idle, 100,000 stored, none
+due; (e) and (f) bursts of 1,000 and 10,000 one-shot jobs due on one instant (lag of each, the last
+start, the rate the burst drained at); (g) 5,000 jobs every 1 s, 100,000 stored. Every row prints the
+service's CPU per fire (CPU seconds in the window / fires that started in it).
 (m) is scenario (a) on the replica shape, ``TICKLOCK_STORE=mongodb://...`` and ``TICKLOCK_LOCK=redis://...``
 (FerretDB 1.24 on PostgreSQL, and Redis, started by ``bench/replicas.py``), with the commands each fire
 costs counted (MongoDB and Redis, against a per-fire budget). ``--quick`` stores 20,000 and measures
 6-10 s windows. ``--with-apscheduler`` adds the rows of ``bench/apscheduler_baseline.py`` (scenarios a
-and b on APScheduler 3.11) to the same table.
+b, c, e, f and g on APScheduler 3.11: its memory store and its SQLAlchemy SQLite store) to the same table.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from _stats import (
 
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.domain.jobs import Job
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, Schedule
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 
 SYSTEM = "ticklock serve (SQLite)"
 STARTUP_ALLOWANCE = 3.0  # s from starting the process to the first fire
@@ -92,6 +95,9 @@ class Seeded:
 class RunResult:
     window: tuple[int, int]  # µs, [start, end)
     cpu_s: float
+    cpu_start: float  # the service's CPU seconds when the window opened
+    late: float  # s the window opened after it should have (the service was not ready in time)
+    cpu_trace: list[tuple[float, float]]  # (epoch s, CPU s) every ``sample_every``
     peak_rss_mb: float
     startup_s: float
     exit_code: int | None
@@ -143,10 +149,10 @@ def seed_due(store: JobSink, sc: Scenario, *, allowance: float = STARTUP_ALLOWAN
     now = datetime.now(UTC)
     base = time.time() + allowance
     jobs: list[Job] = []
-    if sc.kind == "cron":
+    if sc.kind in ("cron", "once"):
         boundary = float(math.ceil(base))  # every job on the same whole second
-        schedule: Schedule = CronSchedule("* * * * * *")
         at = datetime.fromtimestamp(boundary, UTC)
+        schedule: Schedule = CronSchedule("* * * * * *") if sc.kind == "cron" else OnceSchedule(at)
         jobs = [_job(f"due-{i}", schedule, at, now) for i in range(sc.due)]
         first_at = boundary
     else:
@@ -211,6 +217,7 @@ def run_service(
     *,
     extra_env: Mapping[str, str] | None = None,
     probe: Callable[[int], Any] | None = None,
+    sample_every: float = 0.5,
 ) -> RunResult:
     """Start ``ticklock serve`` on ``db``, measure it over ``window`` (epoch seconds), then stop it.
 
@@ -227,9 +234,10 @@ def run_service(
     probes: list[Any] = []
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-        sampler = ResourceSampler(proc.pid).start()
+        sampler = ResourceSampler(proc.pid, every=sample_every).start()
         try:
             startup = wait_ready(proc, port, log_path)
+            late = max(0.0, time.time() - window[0])
             sleep_until(window[0])
             cpu_start = sampler.cpu_seconds()
             if probe is not None:
@@ -256,6 +264,9 @@ def run_service(
     return RunResult(
         window=(int(window[0] * US), int(window[1] * US)),
         cpu_s=cpu_end - cpu_start,
+        cpu_start=cpu_start,
+        late=late,
+        cpu_trace=sampler.cpu_trace,
         peak_rss_mb=sampler.peak_rss_mb,
         startup_s=startup,
         exit_code=code,
@@ -349,6 +360,7 @@ def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> 
         cpu_s=run.cpu_s,
         cpu_pct=100.0 * run.cpu_s / seconds,
         peak_rss_mb=run.peak_rss_mb,
+        fires=started_in_window,
         idle=sc.kind == "idle",
         details=details,
     )
@@ -371,6 +383,8 @@ def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> 
             f"p50 {fmt_seconds(percentile(slip_s, 50))} / p99 {fmt_seconds(percentile(slip_s, 99))} / "
             f"max {fmt_seconds(max(slip_s, default=None))} (lag + run + advance)"
         )
+    elif sc.kind == "once":
+        burst(row, seeded, execs, run)
     elif sc.kind == "cron":
         first_second = -(-w0 // US)
         seconds_in = list(range(first_second, -(-w1 // US)))
@@ -386,7 +400,7 @@ def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> 
         row.lost = None
         row.lag_p50 = row.lag_p99 = row.lag_max = None
         details.append(f"{len(execs)} executions during the run (expected 0)")
-    if sc.kind != "idle":
+    if sc.kind not in ("idle", "once"):
         ran = [(e.started - e.scheduled) / US for e in execs if w0 <= e.started < w1]
         r50, r99, rmax = lag_summary(ran)
         details.append(
@@ -401,10 +415,45 @@ def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> 
     if events:
         top = ", ".join(f"{name} x{count}" for name, count in events.most_common(4))
         details.append(f"{sum(events.values())} log lines at warning or above ({top})")
+    if run.late:
+        details.append(f"the service was ready {run.late:.1f} s after the window opened: its start-up is in it")
     if run.exit_code != 0:
         details.append(f"service exit code {run.exit_code} after SIGTERM")
     details.append(f"ready in {run.startup_s:.1f} s")
     return row
+
+
+# issue 15's targets for a burst on one instant: N -> (p50, p99, last fire started), seconds
+BURST_TARGETS = {1_000: (None, 0.100, None), 10_000: (0.700, None, 1.5)}
+
+
+def burst(row: Row, seeded: Seeded, execs: list[Exec], run: RunResult) -> None:
+    """A burst of one-shot jobs due on one instant: the lag of each one's run (the first run of each, which
+    started in the window), the last start, the jobs that never ran, fires/s as the rate the burst was
+    drained at (fires / last start's lag), and the CPU from the window's start (half a second before the
+    instant) to the first sample after the last of those runs ended, over those runs."""
+    w0, w1 = run.window
+    first: dict[str, Exec] = {}
+    for e in sorted(execs, key=lambda x: x.started):
+        if w0 <= e.started < w1:
+            first.setdefault(e.job_id, e)
+    lags = [(e.started - e.scheduled) / US for e in first.values()]
+    row.lag_p50, row.lag_p99, row.lag_max = lag_summary(lags)
+    row.lost = len(seeded.first_fire) - len(first.keys() & seeded.first_fire.keys())
+    row.fires = len(first)
+    row.fires_per_s = len(first) / row.lag_max if row.lag_max else None
+    ended = max((e.finished or e.started for e in first.values()), default=w0) / US
+    cpu_end = next((cpu for at, cpu in run.cpu_trace if at >= ended), None)
+    if cpu_end is not None:
+        row.cpu_s = cpu_end - run.cpu_start
+        row.cpu_pct = 100.0 * row.cpu_s / max(1e-6, ended - w0 / US)
+    p50, p99, last = BURST_TARGETS.get(len(seeded.first_fire), (None, None, None))
+    wanted = [f"{name} ≤ {fmt_seconds(t)}" for name, t in (("p50", p50), ("p99", p99), ("last start", last)) if t]
+    row.details.append(
+        f"{len(first):,} of {len(seeded.first_fire):,} one-shot jobs ran; the last started "
+        f"{fmt_seconds(row.lag_max)} after the instant; fires/s is the rate the burst drained at"
+        + (f" (issue 15's target: {', '.join(wanted)})" if wanted else "")
+    )
 
 
 def _event(line: str) -> str:
@@ -423,14 +472,19 @@ def run_scenario(sc: Scenario, command: str, serve_args: list[str], system: str 
         store = SQLiteStore(db)
         try:
             seed_idle(store, sc.stored - sc.due)
-            seeded = seed_due(store, sc)
+            # a burst's instant leaves room for the service's start-up (its window opens before the instant)
+            seeded = seed_due(store, sc, allowance=STARTUP_ALLOWANCE + (4.0 if sc.kind == "once" else 0.0))
         finally:
             store.close()
-        # The window opens a warm-up after the first fire (idle: after the start-up allowance).
+        # The window opens a warm-up after the first fire (idle: after the start-up allowance; a burst:
+        # half a second before its instant, so that its CPU is all inside).
         start = (time.time() + STARTUP_ALLOWANCE if sc.kind == "idle" else seeded.first_fire_at) + sc.warmup
         if sc.kind == "cron":
             start = float(math.ceil(start))
-        run = run_service(db, workdir, (start, start + sc.window), command, serve_args)
+        if sc.kind == "once":
+            start = seeded.first_fire_at - 0.5
+        every = 0.1 if sc.kind == "once" else 0.5  # a burst's CPU is read up to its last fire's end
+        run = run_service(db, workdir, (start, start + sc.window), command, serve_args, sample_every=every)
         execs = read_executions(db)
     row = analyse(sc, seeded, execs, run)
     row.system = system
@@ -440,8 +494,10 @@ def run_scenario(sc: Scenario, command: str, serve_args: list[str], system: str 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored (~2 min)")
-    parser.add_argument("--with-apscheduler", action="store_true", help="add APScheduler 3.11 rows (a, b)")
-    parser.add_argument("--only", default="a,b,c,d,m", help="comma-separated scenario keys (default a,b,c,d,m)")
+    parser.add_argument("--with-apscheduler", action="store_true", help="add APScheduler 3.11 rows (a, b, c, e, f, g)")
+    parser.add_argument(
+        "--only", default="a,b,c,d,e,f,g,m", help="comma-separated scenario keys (default a,b,c,d,e,f,g,m)"
+    )
     parser.add_argument(
         "--serve-arg",
         action="append",
@@ -475,9 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rows.append(run_scenario(sc, command, args.serve_arg, system))
     if args.with_apscheduler:
-        from apscheduler_baseline import baseline_rows
+        from apscheduler_baseline import BASELINE_KEYS, baseline_rows
 
-        rows += baseline_rows(args.quick, [k for k in keys if k in ("a", "b")])
+        rows += baseline_rows(args.quick, [k for k in keys if k in BASELINE_KEYS])
     print(f"bench: done in {time.monotonic() - began:.0f} s", file=sys.stderr)
     mode = "quick" if args.quick else "full"
     print(f"### Fires ({mode} run, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n")

@@ -211,3 +211,24 @@ def test_activity_buckets_are_aligned_on_the_epoch(store: Store, step: timedelta
     [(bucket, status, count)] = store.activity(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1), step=step)
     width = int(step.total_seconds())
     assert (bucket.timestamp() % width, bucket <= at < bucket + step, status, count) == (0, True, "success", 1)
+
+
+def test_complete_counts_the_run_even_when_its_claim_is_gone(store: Store) -> None:
+    """The run finished; the advance finds the claim released (its lease ran out, another replica took the
+    job): the job's summary counts the run all the same (on MongoDB it rides in the advances' bulk write)."""
+    job = store.add_job(make_job())
+    [claimed] = store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
+    fire = Fire(claimed, T0, Trigger.SCHEDULE, claimed.lease.token if claimed.lease else "")
+    execution = make_execution(fire)
+    store.start_execution(execution)
+    store.release(job.id, fire.lease_token)
+    done = execution.with_changes(status=ExecutionStatus.FAILED, finished_at=T0 + timedelta(seconds=2), attempts=1)
+    assert store.complete(done, fire, next_run_at=T0 + timedelta(minutes=1), now=T0)[0]
+    summary = store.get_job(job.id).last_run
+    assert summary is not None
+    assert (summary.status, summary.at, summary.runs, summary.ok) == (
+        ExecutionStatus.FAILED,
+        T0 + timedelta(seconds=2),
+        1,
+        0,
+    )

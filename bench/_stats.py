@@ -216,8 +216,7 @@ class ResourceSampler:
         return self.peak_rss / (1024 * 1024)
 
     def cpu_at(self, moment: float) -> float | None:
-        """The CPU seconds of the first sample taken at or after ``moment`` (None: none was)."""
-        return next((cpu for at, cpu in self.cpu_trace if at >= moment), None)
+        return cpu_at(self.cpu_trace, moment)
 
     def _sample(self) -> None:
         try:
@@ -232,6 +231,12 @@ class ResourceSampler:
             if self._stop.wait(self.every):
                 return
             self._sample()
+
+
+def cpu_at(trace: Sequence[tuple[float, float]], moment: float) -> float | None:
+    """The CPU seconds of ``trace``'s first sample (epoch s, CPU s) taken at or after ``moment`` (None:
+    none was)."""
+    return next((cpu for at, cpu in trace if at >= moment), None)
 
 
 def sleep_until(deadline: float, *, max_seconds: float = 600.0) -> None:

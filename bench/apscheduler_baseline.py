@@ -181,9 +181,10 @@ def run_one(sc: Scenario, store_kind: str, variant: str, workdir: Path) -> Row:
     row.cpu_s = cpu_end - cpu_start
     row.cpu_pct = 100.0 * row.cpu_s / sc.window
     row.peak_rss_mb = sampler.peak_rss_mb
-    row.fires = sum(1 for starts in _STARTS for t in starts if w0 <= t < w1)
-    if sc.kind == "once" and row.fires:  # as bench/fires.py reads a burst: CPU up to its last start's end
-        ended = max(t for starts in _STARTS for t in starts if w0 <= t < w1)
+    started = [t for starts in _STARTS for t in starts if w0 <= t < w1]
+    row.fires = len(started)
+    if sc.kind == "once" and started:  # a burst's CPU up to its last start (fires.py: its last run's end)
+        ended = max(started)
         burst_end = sampler.cpu_at(ended)
         if burst_end is not None:
             row.cpu_s = burst_end - cpu_start

@@ -62,6 +62,7 @@ from _stats import (
     ResourceSampler,
     Row,
     Scenario,
+    cpu_at,
     fmt_seconds,
     lag_summary,
     markdown_table,
@@ -443,7 +444,7 @@ def burst(row: Row, seeded: Seeded, execs: list[Exec], run: RunResult) -> None:
     row.fires = len(first)
     row.fires_per_s = len(first) / row.lag_max if row.lag_max else None
     ended = max((e.finished or e.started for e in first.values()), default=w0) / US
-    cpu_end = next((cpu for at, cpu in run.cpu_trace if at >= ended), None)
+    cpu_end = cpu_at(run.cpu_trace, ended)
     if cpu_end is not None:
         row.cpu_s = cpu_end - run.cpu_start
         row.cpu_pct = 100.0 * row.cpu_s / max(1e-6, ended - w0 / US)

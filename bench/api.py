@@ -32,12 +32,14 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stats import percentile
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = 10_000
+BATCH = 1_000  # jobs per POST /jobs:batch
 TIMEOUT = 10.0
 
 
@@ -178,29 +180,54 @@ def main() -> None:
             }
             return request("POST", "/jobs", json.dumps(job).encode()), 201
 
+        def post_batch(i: int, n: int) -> tuple[bytes, int]:
+            stamp = f"{run_tag}-{time.perf_counter_ns()}-{i}"
+            jobs = [
+                {
+                    "name": f"batch-{stamp}-{k}",
+                    "handler": "noop",
+                    "schedule": {"kind": "cron", "expr": f"{k % 60} 0 * * * *"} if k % 2 else
+                                {"kind": "interval", "seconds": 3600},
+                    "payload": {"n": n, "k": k},
+                }
+                for k in range(BATCH)
+            ]  # fmt: skip
+            return request("POST", "/jobs:batch", json.dumps({"jobs": jobs}).encode()), 201
+
         scenarios = {
             "GET /jobs/{id}": lambda i, n: (request("GET", f"/jobs/{ids[(i * 7919 + n) % JOBS]}"), 200),
             "GET /jobs?limit=50": lambda i, n: (request("GET", f"/jobs?limit=50&after={ids[(i * 31 + n) % JOBS]}"),
                                                 200),
             "POST /jobs": post_job,
+            f"POST /jobs:batch ({BATCH:,} jobs)": post_batch,
         }  # fmt: skip
+        per_request = {f"POST /jobs:batch ({BATCH:,} jobs)": BATCH}
         rows = []
         runs = [(name, port, make) for name, make in scenarios.items()]
         runs.append(("peer: bare uvicorn, constant JSON", peer_port, lambda i, n: (request("GET", "/x"), 200)))
         for name, target, make in runs:
+            process = psutil.Process(server.pid if target == port else peer.pid)
             for clients in counts:
+                before = process.cpu_times()
                 latencies, errors, ms = asyncio.run(drive(target, clients, args.seconds, make))
+                after = process.cpu_times()
+                cpu = after.user + after.system - before.user - before.system
                 rate = len(latencies) / (ms / 1000)
+                jobs = len(latencies) * per_request.get(name, 1)
                 p50, p99 = (percentile(latencies, q) or float("nan") for q in (50, 99))
-                rows.append((name, clients, len(latencies), rate, p50, p99, errors))
+                rows.append((name, clients, len(latencies), rate, rate * per_request.get(name, 1), cpu / max(jobs, 1),
+                             p50, p99, errors))  # fmt: skip
         machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs; {args.seconds:g} s per row; {machine}, "
               f"{time.strftime('%Y-%m-%d')}\n")  # fmt: skip
-        print("| request | clients | answered | requests/s | p50 ms | p99 ms | errors |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for name, clients, count, rate, p50, p99, errors in rows:
+        print("| request | clients | answered | requests/s | jobs created/s | server CPU per request (per job) µs "
+              "| p50 ms | p99 ms | errors |")  # fmt: skip
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for name, clients, count, rate, jobs, cpu, p50, p99, errors in rows:
+            created = f"{jobs:,.0f}" if name.startswith("POST") else ""
             print(
-                f"| `{name}` | {clients} | {count:,} | {rate:,.0f} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | {errors} |"
+                f"| `{name}` | {clients} | {count:,} | {rate:,.0f} | {created} | {cpu * 1e6:,.0f} | {p50 * 1000:.1f} "
+                f"| {p99 * 1000:.1f} | {errors} |"
             )
     finally:
         for proc in (server, peer):

@@ -42,6 +42,70 @@ def test_duplicate_name_is_rejected_and_nothing_is_written(store: Store) -> None
     assert len(store.list_jobs()) == 1
 
 
+def test_add_jobs_inserts_every_job_of_the_batch(store: Store) -> None:
+    jobs = [make_job(f"batch-{i:03}", schedule=CronSchedule(f"{i % 60} * * * * *")) for i in range(120)]
+    store.add_jobs(jobs)
+    for job in jobs:
+        assert store.get_job(job.id) == job
+    assert len(store.list_jobs(limit=500)) == 120
+
+
+@pytest.mark.parametrize("taken_at", [0, 57, 119])
+def test_add_jobs_with_a_taken_name_writes_nothing_and_names_it(store: Store, taken_at: int) -> None:
+    existing = store.add_job(make_job(f"batch-{taken_at:03}"))
+    jobs = [make_job(f"batch-{i:03}") for i in range(120)]
+    with pytest.raises(DuplicateJobName) as raised:
+        store.add_jobs(jobs)
+    assert raised.value.name == f"batch-{taken_at:03}"
+    assert [j.id for j in store.list_jobs(limit=500)] == [existing.id]
+
+
+def test_add_jobs_with_a_name_twice_in_the_batch_writes_nothing(store: Store) -> None:
+    jobs = [make_job("a"), make_job("b"), make_job("c"), make_job("b")]
+    with pytest.raises(DuplicateJobName) as raised:
+        store.add_jobs(jobs)
+    assert raised.value.name == "b"
+    assert store.list_jobs(limit=10) == []
+
+
+def test_add_jobs_of_none_writes_nothing(store: Store) -> None:
+    store.add_jobs([])
+    assert store.list_jobs(limit=10) == []
+
+
+def test_jobs_added_in_a_batch_are_claimed_when_due(store: Store) -> None:
+    due = [make_job(f"due-{i}", next_run_at=T0) for i in range(5)]
+    later = [make_job(f"later-{i}", next_run_at=T0 + timedelta(hours=1)) for i in range(5)]
+    store.add_jobs([*due, *later])
+    assert {j.id for j in claim(store)} == {j.id for j in due}
+
+
+def test_concurrent_batches_racing_for_a_name_leave_one_whole_batch(open_store: Callable[[], Store]) -> None:
+    """Two batches share their last name: one lands whole, the other not at all (on MongoDB, the loser
+    may have inserted the rest before meeting the name, and must take it back)."""
+    stores = [open_store(), open_store()]
+    batches = [[make_job(f"{side}-{i:03}") for i in range(200)] + [make_job("shared")] for side in "ab"]
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def add(store: Store, batch: list[Job]) -> None:
+        start.wait()
+        try:
+            store.add_jobs(batch)
+            outcomes.append("added")
+        except DuplicateJobName as exc:
+            outcomes.append(exc.name)
+
+    threads = [threading.Thread(target=add, args=(s, b)) for s, b in zip(stores, batches, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(outcomes) == ["added", "shared"]
+    ids = {j.id for j in stores[0].list_jobs(limit=1000)}
+    assert any(ids == {j.id for j in batch} for batch in batches), f"{len(ids)} jobs: not one whole batch"
+
+
 def test_unknown_id_raises_not_found(store: Store) -> None:
     with pytest.raises(JobNotFound):
         store.get_job("missing")

@@ -36,6 +36,16 @@ class InvalidJob(TicklockError):
         self.field = field
 
 
+class InvalidJobs(InvalidJob):
+    """Some jobs of a batch are invalid: ``problems`` holds each, its field prefixed by the job's place."""
+
+    def __init__(self, problems: Sequence[InvalidJob]) -> None:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{first.message}{more}", field=first.field)
+        self.problems = list(problems)
+
+
 class JobNotFound(TicklockError):
     """No job has that id."""
 

@@ -59,6 +59,12 @@ class Store(Protocol):
         """Insert a new job. Raises ``DuplicateJobName`` if the name is taken; writes nothing then."""
         ...
 
+    def add_jobs(self, jobs: Sequence[Job]) -> None:
+        """Insert new jobs, all or none. Raises ``DuplicateJobName`` naming a taken name (taken in the
+        store, or twice in ``jobs``) and writes nothing then. ``StoreUnavailable`` if the store fails: a
+        store without transactions deletes what part of the batch it wrote, as far as the store answers."""
+        ...
+
     def get_job(self, job_id: str) -> Job:
         """The job with that id. Raises ``JobNotFound``."""
         ...

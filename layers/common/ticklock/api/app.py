@@ -62,6 +62,10 @@ class Api:
                 self._paths.append((pattern, {route.method: route}))
         self._open = frozenset(r.path for r in self.routes if r.open)
 
+    def body_limit(self, route: Route) -> int:
+        """The most bytes of body ``route`` takes."""
+        return route.max_body or self.max_body_bytes
+
     def close(self) -> None:
         """Stop the health probe's thread (a ping still hanging is left to end by itself)."""
         self.probe.close()
@@ -163,8 +167,9 @@ class Api:
     def _body(self, route: Route, request: Request) -> Any:
         if route.body is None:
             return self.no_body() if request.body.strip() else None
-        if len(request.body) > self.max_body_bytes:
-            return too_large(self.max_body_bytes)
+        limit = self.body_limit(route)
+        if len(request.body) > limit:
+            return too_large(limit)
         if not route.body_required and not request.body:  # none at all; whitespace is a body, and not JSON
             return route.body.model_validate({})
         if not request.body:

@@ -85,7 +85,7 @@ class AsgiFront:
                 return self.api.no_body()  # refused unread: a body-less route never waits for bytes
             body = b""
         else:
-            read = await self._body(receive, bare.headers)
+            read = await self._body(receive, bare.headers, self.api.body_limit(route))
             if read is None or isinstance(read, Reply):
                 return read
             body = read
@@ -93,9 +93,8 @@ class AsgiFront:
         pool = self._store_pool if route.store else self._open_pool if route.open else self._light_pool
         return await loop.run_in_executor(pool, self.api.handle, request)
 
-    async def _body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | Reply | None:
-        """The whole body, a 413 / 408, or None if the client went away."""
-        limit = self.api.max_body_bytes
+    async def _body(self, receive: Receive, headers: Mapping[str, str], limit: int) -> bytes | Reply | None:
+        """The whole body (at most ``limit`` bytes), a 413 / 408, or None if the client went away."""
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or len(declared) > 12):
             return error(

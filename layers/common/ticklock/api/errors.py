@@ -14,6 +14,7 @@ from ticklock.errors import (
     ConflictError,
     DuplicateJobName,
     InvalidJob,
+    InvalidJobs,
     JobNotFound,
     StoreUnavailable,
     TicklockError,
@@ -39,6 +40,9 @@ def from_domain(exc: TicklockError) -> Reply:
             break
     else:
         return internal(exc)
+    if isinstance(exc, InvalidJobs):
+        details = [{"field": p.field, "message": p.message} for p in exc.problems]
+        return error(status, code, f"{exc.field}: {exc.message}", details)
     if isinstance(exc, InvalidJob):
         return error(status, code, f"{exc.field}: {exc.message}", [{"field": exc.field, "message": exc.message}])
     if isinstance(exc, StoreUnavailable):

@@ -37,6 +37,8 @@ from ticklock.api.schemas import (
     HandlerOut,
     Health,
     HealthDetails,
+    JobBatch,
+    JobBatchOut,
     JobCreate,
     JobFires,
     JobOut,
@@ -60,7 +62,7 @@ from ticklock.api.views import service_overview
 from ticklock.domain.alerts import alerting_jobs
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
-from ticklock.domain.service import JobService, JobSpec
+from ticklock.domain.service import MAX_BATCH, JobService
 from ticklock.domain.words import describe
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
@@ -68,6 +70,7 @@ from ticklock.ports import Store
 
 FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
+BATCH_BODY_BYTES = 10 * 1024 * 1024  # a batch's body at most (API Gateway's own limit on a request)
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
 HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
 
@@ -103,6 +106,7 @@ class Route:
     open: bool = False
     in_schema: bool = True
     described: dict[int, str] = field(default_factory=dict)
+    max_body: int | None = None  # bytes of body taken; None: the API's limit (one job's payload and then some)
 
 
 @dataclass(frozen=True)
@@ -258,20 +262,14 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
 
     def create_job(call: Call) -> Reply:
         body: JobCreate = call.body
-        job = service.create(
-            JobSpec(
-                name=body.name,
-                handler=body.handler,
-                schedule=body.schedule.to_domain(),
-                payload=body.payload,
-                timeout=body.timeout,
-                max_retries=body.max_retries,
-                enabled=body.enabled,
-                policy=body.policy.to_domain(),
-                alerts=None if body.alerts is None else body.alerts.to_domain(),
-            )
-        )
+        job = service.create(body.to_spec())
         return Reply.json(201, JobOut.of(job).model_dump_json().encode(), {"location": f"/jobs/{job.id}"})
+
+    def create_jobs(call: Call) -> Reply:
+        body: JobBatch = call.body
+        jobs = service.create_many([item.to_spec() for item in body.jobs])
+        page = JobBatchOut.model_validate({"items": [JobOut.fields(job) for job in jobs]})
+        return Reply.json(201, page.model_dump_json().encode())
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query
@@ -398,6 +396,10 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     routes = [
         Route("POST", "/jobs", create_job, "createJob", "Create a job", status=HTTPStatus.CREATED, returns=JobOut,
               body=JobCreate, errors=(*conflict, *WITH_BODY)),
+        Route("POST", "/jobs:batch", create_jobs, "createJobs",
+              f"Create up to {MAX_BATCH} jobs, all or none: every job at fault is named in the error's details",
+              status=HTTPStatus.CREATED, returns=JobBatchOut, body=JobBatch, errors=(*conflict, *WITH_BODY),
+              max_body=BATCH_BODY_BYTES),
         Route("GET", "/jobs", list_jobs, "listJobs", "List jobs: search, filter by state or last outcome, sort, page",
               returns=JobPage, query=ListJobsQuery),
         Route("GET", job, get_job, "getJob", "Get a job", returns=JobOut, errors=NOT_FOUND),

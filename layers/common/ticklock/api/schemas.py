@@ -48,7 +48,7 @@ from ticklock.domain.schedules import (
     check_new_timezone,
     schedule_to_dict,
 )
-from ticklock.domain.service import MIN_TIMEOUT
+from ticklock.domain.service import MAX_BATCH, MIN_TIMEOUT, JobSpec
 from ticklock.domain.words import describe
 from ticklock.errors import InvalidJob
 from ticklock.ports import JobQuery
@@ -252,6 +252,26 @@ class JobCreate(BaseModel):
     enabled: StrictBool = True
     policy: PolicyIn = Field(default_factory=lambda: PolicyIn.model_validate({}))
     alerts: AlertsIn | None = None
+
+    def to_spec(self) -> JobSpec:
+        return JobSpec(
+            name=self.name,
+            handler=self.handler,
+            schedule=self.schedule.to_domain(),
+            payload=self.payload,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            enabled=self.enabled,
+            policy=self.policy.to_domain(),
+            alerts=None if self.alerts is None else self.alerts.to_domain(),
+        )
+
+
+class JobBatch(BaseModel):
+    model_config = _STRICT
+    jobs: list[JobCreate] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"the jobs, 1 to {MAX_BATCH}, each as POST /jobs takes one"
+    )
 
 
 def _optional_fields(schema: dict[str, Any]) -> None:
@@ -488,6 +508,10 @@ class ExecutionOut(BaseModel):
 class JobPage(BaseModel):
     items: list[JobOut]
     next: str | None = Field(description="pass as ?after= for the next page; null on the last")
+
+
+class JobBatchOut(BaseModel):
+    items: list[JobOut] = Field(description="the jobs created, in the order given")
 
 
 class ExecutionPage(BaseModel):

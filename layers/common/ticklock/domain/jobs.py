@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -435,6 +435,16 @@ class Job:
         if job.version != fire.job.version:
             return job
         return replace(job, next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+
+
+def repeated_name(jobs: Sequence[Job]) -> tuple[int, int] | None:
+    """The positions of the first name ``jobs`` holds twice (where it first appears, where it repeats)."""
+    seen: dict[str, int] = {}
+    for at, job in enumerate(jobs):
+        first = seen.setdefault(job.name, at)
+        if first != at:
+            return first, at
+    return None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from ticklock.domain.jobs import (
 )
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
-from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, StaleVersion, TicklockError
+from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, InvalidJobs, StaleVersion, TicklockError
 from ticklock.ports import Store
 
 MAX_RETRIES = 25
@@ -98,6 +98,7 @@ def _unchanged(merged: Job, job: Job) -> bool:
 
 
 CONFLICT_RETRIES = 5
+MAX_BATCH = 1000  # jobs one create_many takes at most
 T = TypeVar("T")
 BACKFILL_OVERLAPS = ("buffer_all", "allow_all")  # a backfill's fires in turn, or side by side
 
@@ -141,12 +142,37 @@ class JobService:
         self.limits = limits or Limits()
 
     def create(self, spec: JobSpec) -> Job:
+        return self.store.add_job(self._new_job(spec, self.clock.now()))
+
+    def create_many(self, specs: Sequence[JobSpec]) -> list[Job]:
+        """Create every job of ``specs``, or none. Each is validated as ``create`` validates one, and every
+        one at fault is reported (``InvalidJobs``, each field prefixed ``jobs.N.``); a name given twice is
+        invalid too, and a name the store holds already raises ``DuplicateJobName``."""
+        if len(specs) > MAX_BATCH:
+            raise InvalidJob(f"a batch holds at most {MAX_BATCH} jobs, got {len(specs)}", field="jobs")
         now = self.clock.now()
+        jobs: list[Job] = []
+        problems: list[InvalidJob] = []
+        first_at: dict[str, int] = {}
+        for at, spec in enumerate(specs):
+            earlier = first_at.setdefault(spec.name, at)
+            if earlier != at:
+                problems.append(InvalidJob(f"{spec.name!r} is jobs.{earlier}'s name too", field=f"jobs.{at}.name"))
+            try:
+                jobs.append(self._new_job(spec, now))
+            except InvalidJob as exc:
+                problems.append(InvalidJob(exc.message, field=f"jobs.{at}.{exc.field}"))
+        if problems:
+            raise InvalidJobs(problems)
+        self.store.add_jobs(jobs)
+        return jobs
+
+    def _new_job(self, spec: JobSpec, now: datetime) -> Job:
         self._validate(
             spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
         )
         _check_jitter(spec.schedule, spec.policy, now)
-        job = Job(
+        return Job(
             id=uuid.uuid4().hex,
             name=spec.name,
             handler=spec.handler,
@@ -161,7 +187,6 @@ class JobService:
             policy=spec.policy,
             alerts=spec.alerts,
         )
-        return self.store.add_job(job)
 
     def seed(self, spec: JobSpec) -> tuple[Job, bool]:
         """Create ``spec`` unless a job of that name exists; returns (the job, created).

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.mongo.client import Doc
@@ -20,9 +20,11 @@ from ticklock.adapters.store.mongo.documents import (
     ms,
     ms_or_none,
 )
-from ticklock.domain.jobs import FAILED_STATUSES, Job
+from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 from ticklock.ports import JOB_TIME_SORTS, JobQuery
+
+DUPLICATE_KEY = 11000
 
 # each state as a filter (the counts and the jobs table share them)
 STATES: dict[str, Doc] = {
@@ -42,12 +44,45 @@ class Jobs(Connection):
             raise DuplicateJobName(job.name) from exc
         return job
 
-    def add_jobs(self, jobs: list[Job]) -> None:
-        """Insert many new jobs in one command (seeding, benchmarks)."""
+    def add_jobs(self, jobs: Sequence[Job]) -> None:
+        """All or none without a transaction (FerretDB has none): a taken name is looked for first, and a
+        batch that loses a race for one to a concurrent create is undone by deleting what it inserted (its
+        ids are its own). In those milliseconds its jobs can be read, and one due at once claimed."""
+        twice = repeated_name(jobs)
+        if twice is not None:
+            raise DuplicateJobName(jobs[twice[1]].name)
+        if not jobs:
+            return
+        names = [job.name for job in jobs]
+        taken = self._taken(names)
+        if taken is not None:
+            raise DuplicateJobName(taken)
+        docs = [job_doc(job, job.created_at) for job in jobs]
+
+        def insert() -> BulkWriteError | None:
+            try:
+                self.jobs.insert_many(docs, ordered=True)
+            except BulkWriteError as exc:
+                return exc  # some went in: undone below
+            return None
+
         try:
-            self._call(lambda: self.jobs.insert_many([job_doc(j, j.created_at) for j in jobs], ordered=True))
-        except DuplicateKeyError as exc:
-            raise DuplicateJobName("(one of the batch)") from exc
+            failed = self._call(insert)
+        except StoreUnavailable:
+            self._call(lambda: self.jobs.delete_many({"_id": {"$in": [job.id for job in jobs]}}))
+            raise
+        if failed is None:
+            return
+        self._call(lambda: self.jobs.delete_many({"_id": {"$in": [job.id for job in jobs]}}))
+        if any(e.get("code") == DUPLICATE_KEY for e in failed.details.get("writeErrors", [])):
+            raise DuplicateJobName(self._taken(names) or "(one of the batch)") from failed
+        raise StoreUnavailable(f"MongoDB: {failed}") from failed
+
+    def _taken(self, names: list[str]) -> str | None:
+        """The first of ``names`` a job in the store has."""
+        found = self._call(lambda: list(self.jobs.find({"name": {"$in": names}}, {"name": 1})))
+        taken = {doc["name"] for doc in found}
+        return next((name for name in names if name in taken), None)
 
     def get_job(self, job_id: str) -> Job:
         doc = self._call(lambda: self.jobs.find_one({"_id": job_id}))

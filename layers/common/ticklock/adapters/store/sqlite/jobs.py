@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values, us
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
-from ticklock.domain.jobs import FAILED_STATUSES, Job
+from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import JOB_SORTS, JOB_TIME_SORTS, JobQuery
 
@@ -35,16 +35,30 @@ class Jobs(Connection):
             raise DuplicateJobName(job.name) from exc
         return job
 
-    def add_jobs(self, jobs: list[Job]) -> None:
-        """Insert many new jobs in one transaction (seeding, benchmarks). Raises ``DuplicateJobName``."""
+    def add_jobs(self, jobs: Sequence[Job]) -> None:
+        twice = repeated_name(jobs)
+        if twice is not None:
+            raise DuplicateJobName(jobs[twice[1]].name)
+        rows = [job_row(job, job.created_at) for job in jobs]
         try:
-            with self._tx() as conn:
-                conn.executemany(
-                    f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})",
-                    [job_row(job, job.created_at) for job in jobs],
-                )
+            with self._tx() as conn:  # one transaction: an IntegrityError rolls every row back
+                conn.executemany(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", rows)
         except sqlite3.IntegrityError as exc:
-            raise DuplicateJobName("(one of the batch)") from exc
+            raise DuplicateJobName(self._taken([job.name for job in jobs]) or "(one of the batch)") from exc
+
+    def _taken(self, names: list[str]) -> str | None:
+        """The first of ``names`` a job in the store has (to say which one a batch collided on)."""
+
+        def query(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(names), 500):
+                chunk = names[start : start + 500]
+                sql = f"SELECT name FROM jobs WHERE name IN ({', '.join('?' * len(chunk))})"
+                found.update(row[0] for row in conn.execute(sql, chunk))
+            return found
+
+        taken = self._read(query)
+        return next((name for name in names if name in taken), None)
 
     def get_job(self, job_id: str) -> Job:
         row = self._read(lambda c: c.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone())

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stats import percentile
@@ -213,9 +213,9 @@ def main() -> None:
                 after = process.cpu_times()
                 cpu = after.user + after.system - before.user - before.system
                 rate = len(latencies) / (ms / 1000)
-                jobs = len(latencies) * per_request.get(name, 1)
+                items = len(latencies) * per_request.get(name, 1)
                 p50, p99 = (percentile(latencies, q) or float("nan") for q in (50, 99))
-                rows.append((name, clients, len(latencies), rate, rate * per_request.get(name, 1), cpu / max(jobs, 1),
+                rows.append((name, clients, len(latencies), rate, rate * per_request.get(name, 1), cpu / max(items, 1),
                              p50, p99, errors))  # fmt: skip
         machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs; {args.seconds:g} s per row; {machine}, "
@@ -223,8 +223,8 @@ def main() -> None:
         print("| request | clients | answered | requests/s | jobs created/s | server CPU per request (per job) µs "
               "| p50 ms | p99 ms | errors |")  # fmt: skip
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for name, clients, count, rate, jobs, cpu, p50, p99, errors in rows:
-            created = f"{jobs:,.0f}" if name.startswith("POST") else ""
+        for name, clients, count, rate, made, cpu, p50, p99, errors in rows:
+            created = f"{made:,.0f}" if name.startswith("POST") else ""
             print(
                 f"| `{name}` | {clients} | {count:,} | {rate:,.0f} | {created} | {cpu * 1e6:,.0f} | {p50 * 1000:.1f} "
                 f"| {p99 * 1000:.1f} | {errors} |"

@@ -106,27 +106,27 @@ class AsgiFront:
             return b""
         chunks: list[bytes] = []
         size = 0
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.body_timeout
-        while True:
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                return error(
-                    HTTPStatus.REQUEST_TIMEOUT,
-                    "body_timeout",
-                    f"the body did not arrive within {self.body_timeout:g} s",
-                    headers={"connection": "close"},
-                )
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return _closing(too_large(limit), headers)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        try:
+            # one timer for the whole body (wait_for per message made a task of every receive)
+            async with asyncio.timeout(self.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        return _closing(too_large(limit), headers)
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            return error(
+                HTTPStatus.REQUEST_TIMEOUT,
+                "body_timeout",
+                f"the body did not arrive within {self.body_timeout:g} s",
+                headers={"connection": "close"},
+            )
 
     def close(self) -> None:
         self.api.close()

@@ -33,6 +33,7 @@ from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
+from ticklock.domain.ids import new_id
 from ticklock.domain.invoke import AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Job, Overlap, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
@@ -237,7 +238,7 @@ class TaskRunner:
         job = fire.job
         now = self.clock.now()
         fresh = Execution(
-            id=uuid.uuid4().hex,
+            id=new_id(),
             job_id=job.id,
             fire_key=fire.key,
             handler=handler.name,
@@ -321,7 +322,7 @@ class TaskRunner:
         self._held_if_reached(fire)  # the hold before it ended all the same
         now = self.clock.now()
         placeholder = Execution(
-            id=uuid.uuid4().hex,
+            id=new_id(),
             job_id=fire.job.id,
             fire_key=fire.key,
             handler=fire.job.handler,

@@ -11,7 +11,6 @@ import itertools
 import json
 import logging
 import math
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
+from ticklock.domain.ids import new_id
 from ticklock.domain.jobs import (
     MAX_BACKFILL,
     MAX_NOTE,
@@ -173,7 +173,7 @@ class JobService:
         )
         _check_jitter(spec.schedule, spec.policy, now)
         return Job(
-            id=uuid.uuid4().hex,
+            id=new_id(),
             name=spec.name,
             handler=spec.handler,
             schedule=spec.schedule,

@@ -19,11 +19,11 @@ class LocalLocker:
 
     def acquire(self, key: str, ttl: float) -> str | None:
         now = self._clock.now()
+        token = uuid.uuid4().hex  # before the mutex: its system call gives up the GIL, and others would wait
         with self._mutex:
             current = self._held.get(key)
             if current is not None and current[1] > now:
                 return None
-            token = uuid.uuid4().hex
             self._held[key] = (token, now + timedelta(seconds=ttl))
             if len(self._held) > 1024:
                 self._held = {k: v for k, v in self._held.items() if v[1] > now}

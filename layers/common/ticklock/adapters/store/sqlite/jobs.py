@@ -27,10 +27,9 @@ STATES = {
 
 class Jobs(Connection):
     def add_job(self, job: Job) -> Job:
-        now = job.created_at
-        try:
-            with self._tx() as conn:
-                conn.execute(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", job_row(job, now))
+        row = job_row(job, job.created_at)
+        try:  # a group commit: creates sent together (many API clients) share their transaction
+            self._write(lambda conn: conn.execute(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", row))
         except sqlite3.IntegrityError as exc:
             raise DuplicateJobName(job.name) from exc
         return job

@@ -1,0 +1,30 @@
+"""Ids: 32 hex digits in UUIDv7's layout, sorting by the millisecond they were made in."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from ticklock.domain.ids import new_id
+
+
+def test_an_id_is_a_version_7_uuid_of_this_millisecond() -> None:
+    before = time.time_ns() // 1_000_000
+    made = new_id()
+    after = time.time_ns() // 1_000_000
+    assert len(made) == 32 and int(made, 16) >= 0
+    parsed = uuid.UUID(hex=made)
+    assert parsed.version == 7
+    assert parsed.variant == uuid.RFC_4122
+    assert before <= int(made[:12], 16) <= after
+
+
+def test_ids_sort_by_the_millisecond_and_never_repeat() -> None:
+    made = []
+    for _ in range(5):
+        made.extend(new_id() for _ in range(2000))
+        time.sleep(0.002)
+    assert len(set(made)) == len(made)
+    stamps = [int(i[:12], 16) for i in made]
+    assert stamps == sorted(stamps)
+    assert sorted(made, key=lambda i: i[:12]) == made

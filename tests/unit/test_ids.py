@@ -20,7 +20,7 @@ def test_an_id_is_a_version_7_uuid_of_this_millisecond() -> None:
 
 
 def test_ids_sort_by_the_millisecond_and_never_repeat() -> None:
-    made = []
+    made: list[str] = []
     for _ in range(5):
         made.extend(new_id() for _ in range(2000))
         time.sleep(0.002)

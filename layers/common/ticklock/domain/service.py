@@ -99,6 +99,7 @@ def _unchanged(merged: Job, job: Job) -> bool:
 
 CONFLICT_RETRIES = 5
 MAX_BATCH = 1000  # jobs one create_many takes at most
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder, not one a call
 T = TypeVar("T")
 BACKFILL_OVERLAPS = ("buffer_all", "allow_all")  # a backfill's fires in turn, or side by side
 
@@ -151,6 +152,7 @@ class JobService:
         if len(specs) > MAX_BATCH:
             raise InvalidJob(f"a batch holds at most {MAX_BATCH} jobs, got {len(specs)}", field="jobs")
         now = self.clock.now()
+        firsts: dict[Schedule, datetime | None] = {}  # many jobs of a batch share a schedule: one search each
         jobs: list[Job] = []
         problems: list[InvalidJob] = []
         first_at: dict[str, int] = {}
@@ -159,7 +161,7 @@ class JobService:
             if earlier != at:
                 problems.append(InvalidJob(f"{spec.name!r} is jobs.{earlier}'s name too", field=f"jobs.{at}.name"))
             try:
-                jobs.append(self._new_job(spec, now))
+                jobs.append(self._new_job(spec, now, firsts))
             except InvalidJob as exc:
                 problems.append(InvalidJob(exc.message, field=f"jobs.{at}.{exc.field}"))
         if problems:
@@ -167,7 +169,7 @@ class JobService:
         self.store.add_jobs(jobs)
         return jobs
 
-    def _new_job(self, spec: JobSpec, now: datetime) -> Job:
+    def _new_job(self, spec: JobSpec, now: datetime, firsts: dict[Schedule, datetime | None] | None = None) -> Job:
         self._validate(
             spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
         )
@@ -181,7 +183,7 @@ class JobService:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             enabled=spec.enabled,
-            next_run_at=_first_fire(spec.schedule, now),
+            next_run_at=_first_fire(spec.schedule, now) if firsts is None else _memo_first(firsts, spec.schedule, now),
             created_at=now,
             updated_at=now,
             policy=spec.policy,
@@ -516,7 +518,7 @@ class JobService:
         if not 0 <= max_retries <= MAX_RETRIES:
             raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")
         _check_payload(payload, "payload", 0)
-        size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())  # as UTF-8
+        size = len(_COMPACT.encode(payload).encode())  # as UTF-8
         if size > self.limits.max_payload_bytes:
             raise InvalidJob(f"is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload")
         if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
@@ -594,6 +596,12 @@ def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
     until = min(hold.resumes_at, now + timedelta(microseconds=1))
     after = hold.skipped_from - timedelta(microseconds=1)
     return ended, held_entry(job.id, job.schedule, hold_reason(hold), after, until, now)
+
+
+def _memo_first(firsts: dict[Schedule, datetime | None], schedule: Schedule, now: datetime) -> datetime | None:
+    if schedule not in firsts:
+        firsts[schedule] = _first_fire(schedule, now)
+    return firsts[schedule]
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

@@ -19,7 +19,7 @@ from ticklock.adapters.records import (
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
 from ticklock.domain.jobs import AlertRules, Backfill, Execution, Hold, Job, Policy
-from ticklock.domain.schedules import Schedule, schedule_from_dict
+from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
 
 def us(moment: datetime | None) -> int | None:
@@ -52,10 +52,10 @@ DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's 
 def job_values(job: Job, now: datetime) -> dict[str, Any]:
     """The job's columns by name: the shared record, its schedule and payload as JSON text, and ``due_at``."""
     values = job_record(job, MICROS)
-    values["schedule"] = json.dumps(values["schedule"])
+    values["schedule"] = schedule_text(job.schedule)
     values["payload"] = json.dumps(values["payload"])
     values["enabled"] = int(job.enabled)
-    values["policy"] = json.dumps(values["policy"])
+    values["policy"] = policy_text(job.policy)
     values["hold"] = None if job.hold is None else json.dumps(values["hold"])
     values["alerts"] = None if job.alerts is None else json.dumps(values["alerts"])
     values["backfill"] = None if job.backfill is None else json.dumps(values["backfill"])
@@ -66,6 +66,17 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
     values = job_values(job, now)
     return tuple(values[c] for c in JOB_COLUMN_NAMES)
+
+
+@lru_cache(maxsize=4096)
+def schedule_text(schedule: Schedule) -> str:
+    # written as often as read (every create and change): each frozen schedule's text is made once
+    return json.dumps(schedule_to_dict(schedule))
+
+
+@lru_cache(maxsize=256)
+def policy_text(policy: Policy) -> str:
+    return json.dumps(policy.to_record())
 
 
 @lru_cache(maxsize=4096)

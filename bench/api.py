@@ -5,10 +5,12 @@ Usage::
     .venv/bin/python bench/api.py [--seconds 5] [--clients 1,16,64]
 
 Starts ``ticklock serve`` as its own process on a fresh SQLite file holding 10,000 jobs (hourly, so the
-dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jobs?limit=50`` and
-``POST /jobs`` drives it for ``--seconds`` with 1, 16 and 64 concurrent clients. The clients are one
-asyncio process of raw HTTP/1.1 keep-alive connections (a few dozen microseconds per request: a
-general-purpose client library would be the bottleneck on two cores), so the server's own cost shows.
+dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jobs?limit=50``,
+``POST /jobs`` and ``POST /jobs:batch`` (1,000 jobs a request, half interval and half cron, none
+due during the run; the rows before it add to the store, so it grows past 10,000) drives it for
+``--seconds`` with 1, 16 and 64 concurrent clients. Each row gives the server's CPU per request (per
+job for a batch). The clients are one asyncio process of raw HTTP/1.1 keep-alive connections (a few
+dozen microseconds per request: a general-purpose client library would be the bottleneck on two cores), so the server's own cost shows.
 In the same run, the peer for scale: bare uvicorn with httptools (the same HTTP stack, one process)
 answering every request with a constant JSON body, the ceiling of the transport on this machine.
 Each request is timed from its first byte sent to the last byte of its answer; a request unanswered
@@ -186,7 +188,7 @@ def main() -> None:
                 {
                     "name": f"batch-{stamp}-{k}",
                     "handler": "noop",
-                    "schedule": {"kind": "cron", "expr": f"{k % 60} 0 * * * *"} if k % 2 else
+                    "schedule": {"kind": "cron", "expr": f"{k % 60} {k % 60} 0 1 1 *"} if k % 2 else
                                 {"kind": "interval", "seconds": 3600},
                     "payload": {"n": n, "k": k},
                 }
@@ -218,8 +220,8 @@ def main() -> None:
                 rows.append((name, clients, len(latencies), rate, rate * per_request.get(name, 1), cpu / max(items, 1),
                              p50, p99, errors))  # fmt: skip
         machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-        print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs; {args.seconds:g} s per row; {machine}, "
-              f"{time.strftime('%Y-%m-%d')}\n")  # fmt: skip
+        print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs at the start; {args.seconds:g} s per row; "
+              f"{machine}, {time.strftime('%Y-%m-%d')}\n")  # fmt: skip
         print("| request | clients | answered | requests/s | jobs created/s | server CPU per request (per job) µs "
               "| p50 ms | p99 ms | errors |")  # fmt: skip
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -6,6 +6,7 @@ the other routes and a FakeClock at 2026-01-01T00:00:00Z.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -124,7 +125,60 @@ def test_a_batch_takes_a_body_larger_than_one_job_may_send(api: Harness) -> None
 
 
 def test_a_batch_larger_than_its_body_limit_is_refused_unread(api: Harness) -> None:
-    raw = b'{"jobs": [' + b" " * (11 * 1024 * 1024) + b"]}"
+    raw = b'{"jobs": [' + b" " * (6 * 1000 * 1000) + b"]}"
     response = api.post("/jobs:batch", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 413, response.text[:300]
     assert names(api) == []
+
+
+def test_batches_in_flight_are_bounded_apart_from_other_requests(api: Harness) -> None:
+    """Four batches whose bodies have not arrived hold the batch route's slots: a fifth is refused at once
+    (503, Retry-After) while a single create still goes through, and a batch is taken again once one ends."""
+    from ticklock.api.asgi import LARGE_IN_FLIGHT
+
+    async def scenario() -> tuple[list[int], int, int]:
+        release = asyncio.Event()
+
+        def call(path: str, body: bytes, *, wait: bool) -> Any:
+            answer: list[dict[str, Any]] = []
+            sent = False
+
+            async def receive() -> dict[str, Any]:
+                nonlocal sent
+                if wait:
+                    await release.wait()
+                if sent:
+                    await asyncio.sleep(3600)
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message: dict[str, Any]) -> None:
+                answer.append(message)
+
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            scope = {"type": "http", "method": "POST", "path": path, "headers": headers, "query_string": b""}
+            return answer, api.app(scope, receive, send)
+
+        def status(answer: list[dict[str, Any]]) -> int:
+            return int(next(m["status"] for m in answer if m["type"] == "http.response.start"))
+
+        batch = json.dumps({"jobs": [item("slow")]}).encode()
+        held = [call("/jobs:batch", batch.replace(b"slow", f"slow-{i}".encode()), wait=True) for i in range(4)]
+        tasks = [asyncio.ensure_future(coro) for _, coro in held]
+        await asyncio.sleep(0.05)
+        refused, coro = call("/jobs:batch", json.dumps({"jobs": [item("fifth")]}).encode(), wait=False)
+        await coro
+        single, coro = call("/jobs", json.dumps(item("single")).encode(), wait=False)
+        await coro
+        release.set()
+        await asyncio.gather(*tasks)
+        again, coro = call("/jobs:batch", json.dumps({"jobs": [item("after")]}).encode(), wait=False)
+        await coro
+        return [status(a) for a, _ in held], status(refused), status(single) * 1000 + status(again)
+
+    assert LARGE_IN_FLIGHT == 4
+    held, refused, rest = asyncio.run(scenario())
+    assert held == [201] * 4
+    assert refused == 503
+    assert divmod(rest, 1000) == (201, 201)
+    assert names(api) == ["after", "single", "slow-0", "slow-1", "slow-2", "slow-3"]

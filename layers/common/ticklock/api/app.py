@@ -64,7 +64,7 @@ class Api:
 
     def body_limit(self, route: Route) -> int:
         """The most bytes of body ``route`` takes."""
-        return route.max_body or self.max_body_bytes
+        return max(route.max_body or 0, self.max_body_bytes)
 
     def close(self) -> None:
         """Stop the health probe's thread (a ping still hanging is left to end by itself)."""

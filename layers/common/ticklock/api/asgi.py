@@ -30,6 +30,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 MAX_QUERY_FIELDS = 32
 LIGHT_THREADS = 2
+LARGE_IN_FLIGHT = 4  # requests in flight on a route that takes large bodies (POST /jobs:batch), at most
 
 log = logging.getLogger("ticklock.api")
 
@@ -42,6 +43,7 @@ class AsgiFront:
         self.max_in_flight = max_in_flight
         self.body_timeout = body_timeout
         self.in_flight = 0
+        self.large_in_flight = 0
         self._store_pool = ThreadPoolExecutor(threads, thread_name_prefix="ticklock-api")
         self._light_pool = ThreadPoolExecutor(LIGHT_THREADS, thread_name_prefix="ticklock-api-light")
         # /health's own threads: its ping is awaited on the loop first, and /handlers never queues behind it
@@ -61,13 +63,20 @@ class AsgiFront:
         if counted and self.in_flight >= self.max_in_flight:
             await _send(send, _closing(errors.overloaded(self.max_in_flight), headers))
             return
+        # a route taking large bodies (a batch: megabytes each, buffered whole) has a bound of its own
+        large = route.max_body is not None
+        if large and self.large_in_flight >= LARGE_IN_FLIGHT:
+            await _send(send, _closing(errors.overloaded(LARGE_IN_FLIGHT), headers))
+            return
         self.in_flight += counted
+        self.large_in_flight += large
         try:
             reply = await self._answer(scope, receive, bare, route, authorized)
             if reply is not None:
                 await _send(send, reply)
         finally:
             self.in_flight -= counted
+            self.large_in_flight -= large
 
     async def _answer(
         self, scope: Scope, receive: Receive, bare: Request, route: Route, authorized: bool

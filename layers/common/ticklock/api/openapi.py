@@ -14,7 +14,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ticklock import __version__
 from ticklock.api.routes import MAX_PARAM, Route
-from ticklock.api.schemas import ErrorBody
+from ticklock.api.schemas import ErrorBody, JobOut
 from ticklock.domain.service import INT64_RANGE, MAX_PAYLOAD_DEPTH, JobService
 
 REF = "#/components/schemas/{model}"
@@ -106,7 +106,7 @@ def _operation(route: Route, ref: dict[type[BaseModel], Any], *, secured: bool) 
     ok: dict[str, Any] = {"description": route.described.get(route.status.value, route.summary)}
     if body_schema is not None:
         ok["content"] = {"application/json": {"schema": body_schema}}
-    if route.status == HTTPStatus.CREATED:
+    if route.status == HTTPStatus.CREATED and route.returns is JobOut:  # one new job: its path, and links on
         ok["headers"] = {"Location": {"schema": {"type": "string"}, "description": "the new job's path"}}
         ok["links"] = {
             name[0].upper() + name[1:]: {"operationId": name, "parameters": {"job_id": "$response.body#/id"}}

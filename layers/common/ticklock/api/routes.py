@@ -70,7 +70,9 @@ from ticklock.ports import Store
 
 FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
-BATCH_BODY_BYTES = 10 * 1024 * 1024  # a batch's body at most (API Gateway's own limit on a request)
+# a batch's body at most: Lambda's limit on a synchronous request, which the API function is behind (a
+# single job's body, if configured larger, is taken by the batch route too)
+BATCH_BODY_BYTES = 6 * 1000 * 1000
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
 HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
 

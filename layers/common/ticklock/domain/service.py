@@ -152,7 +152,7 @@ class JobService:
         if len(specs) > MAX_BATCH:
             raise InvalidJob(f"a batch holds at most {MAX_BATCH} jobs, got {len(specs)}", field="jobs")
         now = self.clock.now()
-        firsts: dict[Schedule, datetime | None] = {}  # many jobs of a batch share a schedule: one search each
+        memo = _Searched()  # many jobs of a batch share a schedule
         jobs: list[Job] = []
         problems: list[InvalidJob] = []
         first_at: dict[str, int] = {}
@@ -161,7 +161,7 @@ class JobService:
             if earlier != at:
                 problems.append(InvalidJob(f"{spec.name!r} is jobs.{earlier}'s name too", field=f"jobs.{at}.name"))
             try:
-                jobs.append(self._new_job(spec, now, firsts))
+                jobs.append(self._new_job(spec, now, memo))
             except InvalidJob as exc:
                 problems.append(InvalidJob(exc.message, field=f"jobs.{at}.{exc.field}"))
         if problems:
@@ -169,11 +169,14 @@ class JobService:
         self.store.add_jobs(jobs)
         return jobs
 
-    def _new_job(self, spec: JobSpec, now: datetime, firsts: dict[Schedule, datetime | None] | None = None) -> Job:
+    def _new_job(self, spec: JobSpec, now: datetime, memo: _Searched | None = None) -> Job:
         self._validate(
             spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
         )
-        _check_jitter(spec.schedule, spec.policy, now)
+        if memo is None or (spec.schedule, spec.policy) not in memo.jitter_ok:
+            _check_jitter(spec.schedule, spec.policy, now)
+            if memo is not None:
+                memo.jitter_ok.add((spec.schedule, spec.policy))
         return Job(
             id=new_id(),
             name=spec.name,
@@ -183,7 +186,7 @@ class JobService:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             enabled=spec.enabled,
-            next_run_at=_first_fire(spec.schedule, now) if firsts is None else _memo_first(firsts, spec.schedule, now),
+            next_run_at=_first_fire(spec.schedule, now) if memo is None else memo.first_fire(spec.schedule, now),
             created_at=now,
             updated_at=now,
             policy=spec.policy,
@@ -598,10 +601,18 @@ def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
     return ended, held_entry(job.id, job.schedule, hold_reason(hold), after, until, now)
 
 
-def _memo_first(firsts: dict[Schedule, datetime | None], schedule: Schedule, now: datetime) -> datetime | None:
-    if schedule not in firsts:
-        firsts[schedule] = _first_fire(schedule, now)
-    return firsts[schedule]
+@dataclass
+class _Searched:
+    """What one batch of new jobs has searched its schedules for: each schedule's first fire, and the
+    (schedule, policy) pairs whose jitter was found to fit (a cron's next 100 fires each)."""
+
+    firsts: dict[Schedule, datetime | None] = field(default_factory=dict)
+    jitter_ok: set[tuple[Schedule, Policy]] = field(default_factory=set)
+
+    def first_fire(self, schedule: Schedule, now: datetime) -> datetime | None:
+        if schedule not in self.firsts:
+            self.firsts[schedule] = _first_fire(schedule, now)
+        return self.firsts[schedule]
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

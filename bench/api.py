@@ -10,7 +10,8 @@ dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jo
 due during the run; the rows before it add to the store, so it grows past 10,000) drives it for
 ``--seconds`` with 1, 16 and 64 concurrent clients. Each row gives the server's CPU per request (per
 job for a batch). The clients are one asyncio process of raw HTTP/1.1 keep-alive connections (a few
-dozen microseconds per request: a general-purpose client library would be the bottleneck on two cores), so the server's own cost shows.
+dozen microseconds per request: a general-purpose client library would be the bottleneck on two
+cores), so the server's own cost shows.
 In the same run, the peer for scale: bare uvicorn with httptools (the same HTTP stack, one process)
 answering every request with a constant JSON body, the ceiling of the transport on this machine.
 Each request is timed from its first byte sent to the last byte of its answer; a request unanswered

@@ -19,7 +19,7 @@ from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import Clock, FakeClock, SystemClock
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job
-from ticklock.domain.lifecycle import LockFailure, TaskRunner
+from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.handlers.builtin import register as register_builtin
@@ -46,6 +46,7 @@ class Harness:
         locker: Locker | None = None,
         lock_failure: LockFailure = LockFailure.SKIP,
         owner: str = "test-owner",
+        fire_log: FireLog = FireLog.EACH,
     ) -> TaskRunner:
         if self.locker is None:
             self.locker = LocalLocker(self.clock)
@@ -59,6 +60,7 @@ class Harness:
             invoker=self.invoker,
             owner=owner,
             lock_failure=lock_failure,
+            fire_log=fire_log,
         )
         self.runners.append(runner)
         return runner

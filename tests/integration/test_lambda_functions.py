@@ -87,6 +87,7 @@ def deployment(
         "TICKLOCK_MAX_RECEIVES": "3",
         "TICKLOCK_HANDLER_MODULES": "tests.support.handlers",
         "TICKLOCK_LOG_LEVEL": "info",
+        "TICKLOCK_FIRE_LOG": "each",  # as template.yaml sets it
         "AWS_ENDPOINT_URL": moto_endpoint,
     }
     for key, value in env.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
 from ticklock.domain.jobs import ExecutionStatus, Trigger
-from ticklock.domain.lifecycle import MAX_RESUMES, LockFailure, SkipReason
+from ticklock.domain.lifecycle import MAX_RESUMES, FireLog, LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
 from ticklock.errors import StoreUnavailable
 
@@ -340,7 +341,6 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
 ) -> None:
     """Issue 10, finding 1: the advance raised, the worker crashed, the fire was resumed four times and the
     job's next_run_at stayed in the past. Fault injection: next_fire fails as the cron bug made it fail."""
-    import logging
 
     from ticklock.domain import lifecycle
     from ticklock.errors import InvalidJob
@@ -373,3 +373,47 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
         )
         == []
     )  # nothing left to resume or re-run
+
+
+def test_fires_that_run_well_are_counted_in_a_summary_line_and_trouble_keeps_its_own(
+    fake: Harness, caplog: Any
+) -> None:
+    """TICKLOCK_FIRE_LOG=summary (serve's default): no line per fire that ran well, one ``fires.summary``
+    line per flush counting every fire, and the failed fire's warnings as before."""
+    ok = fake.add("noop", schedule=IntervalSchedule(30))
+    bad = fake.add("test.fail", payload={"message": "disk full"}, schedule=IntervalSchedule(30))
+    runner = fake.runner(fire_log=FireLog.SUMMARY)
+    with caplog.at_level(logging.INFO, logger="ticklock.lifecycle"):
+        fires = {f.job.id: f for f in fake.claim()}
+        assert set(fires) == {ok.id, bad.id}
+        for fire in fires.values():
+            runner.run(fire)
+        per_fire = [(r.getMessage(), r.levelno, getattr(r, "job_id", None)) for r in caplog.records]
+        assert per_fire == [
+            ("attempt.failed", logging.WARNING, bad.id),
+            ("execution.finished", logging.WARNING, bad.id),
+        ]
+        assert isinstance(fake.clock, FakeClock)
+        fake.clock.advance(1.5)
+        runner.tally.flush()
+        runner.tally.flush()  # nothing ran since: no line
+    summaries = [r for r in caplog.records if r.getMessage() == "fires.summary"]
+    assert len(summaries) == 1
+    summary = summaries[0].__dict__
+    assert summary["started"] == 2
+    assert summary["finished"] == {"success": 1, "failed": 1}
+    assert summary["handlers"] == {"noop": 1, "test.fail": 1}
+    assert summary["seconds"] == 1.5
+    assert summary["lag_max"] >= summary["lag_mean"] >= 0
+
+
+def test_each_fire_gets_a_started_and_a_finished_line_when_asked(fake: Harness, caplog: Any) -> None:
+    job = fake.add("noop", schedule=IntervalSchedule(30))
+    runner = fake.runner(fire_log=FireLog.EACH)
+    with caplog.at_level(logging.INFO, logger="ticklock.lifecycle"):
+        runner.run(fake.claim_one())
+        runner.tally.flush()
+    assert [(r.getMessage(), getattr(r, "job_id", None)) for r in caplog.records] == [
+        ("execution.started", job.id),
+        ("execution.finished", job.id),
+    ]

@@ -191,6 +191,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("log_level", "INFO", choice("debug", "info", "warning", "error"), "log level"),
     Setting("log_format", "json", choice("json", "text"), "json: one object per line; text: for humans"),
+    Setting(
+        "fire_log",
+        "summary",
+        choice("summary", "each"),
+        "fires that run without trouble: summary (one fires.summary line a second) or each (a started and a "
+        "finished line per fire); failures and skips are logged per fire either way",
+    ),
     Setting("owner", "", optional_text, "this process's name in leases and executions (default host:pid)"),
 )
 
@@ -242,6 +249,7 @@ class Settings:
     handler_modules: tuple[str, ...]
     log_level: str
     log_format: str
+    fire_log: str
     owner: str | None
     plugins: tuple[Plugin[Any], ...] = ()
     sections: Mapping[str, Any] = field(default_factory=dict)

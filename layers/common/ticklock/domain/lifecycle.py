@@ -94,6 +94,62 @@ class LockFailure(enum.StrEnum):
     RUN = "run"
 
 
+class FireLog(enum.StrEnum):
+    """What the log says of a fire that runs without trouble (trouble is logged per fire either way)."""
+
+    SUMMARY = "summary"  # one ``fires.summary`` line per interval, counting the fires started and finished
+    EACH = "each"  # an ``execution.started`` and an ``execution.finished`` line per fire
+
+
+class FireTally:
+    """The fires since the last summary line. Thread-safe; ``flush`` writes the line (if any fire ran) and
+    starts counting afresh. A line per fire cost ~190 us of CPU a fire at INFO (two lifecycle lines,
+    formatted as JSON and written), three times what the store costs for it."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._mutex = threading.Lock()
+        self._since = clock.now()
+        self._started = 0
+        self._lag_total = 0.0
+        self._lag_max = 0.0
+        self._finished: dict[str, int] = {}
+        self._handlers: dict[str, int] = {}
+
+    def started(self, handler: str, lag: float) -> None:
+        with self._mutex:
+            self._started += 1
+            self._lag_total += lag
+            self._lag_max = max(self._lag_max, lag)
+            self._handlers[handler] = self._handlers.get(handler, 0) + 1
+
+    def finished(self, status: ExecutionStatus) -> None:
+        with self._mutex:
+            self._finished[status.value] = self._finished.get(status.value, 0) + 1
+
+    def flush(self) -> None:
+        now = self._clock.now()
+        with self._mutex:
+            started, lag_total, lag_max = self._started, self._lag_total, self._lag_max
+            finished, handlers, since = self._finished, self._handlers, self._since
+            self._started, self._lag_total, self._lag_max, self._finished, self._handlers = 0, 0.0, 0.0, {}, {}
+            self._since = now
+        if not started and not finished:
+            return
+        log.info(
+            "fires.summary",
+            extra={
+                "since": since.isoformat(),
+                "seconds": round((now - since).total_seconds(), 3),
+                "started": started,
+                "finished": finished,
+                "handlers": handlers,
+                "lag_mean": round(lag_total / started, 6) if started else None,
+                "lag_max": round(lag_max, 6) if started else None,
+            },
+        )
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What ``TaskRunner.run`` did with a fire: the execution it ran, or why it skipped."""
@@ -119,6 +175,7 @@ class TaskRunner:
         lock_failure: LockFailure = LockFailure.SKIP,
         max_resumes: int = MAX_RESUMES,
         alerts: Alerts | None = None,
+        fire_log: FireLog = FireLog.EACH,
     ) -> None:
         self.store = store
         self.locker = locker
@@ -131,6 +188,8 @@ class TaskRunner:
         self.lock_failure = lock_failure
         self.max_resumes = max_resumes
         self.alerts = alerts
+        self.fire_log = fire_log
+        self.tally = FireTally(clock)
         self.shutdown = threading.Event()
 
     def run(self, fire: Fire) -> Outcome:
@@ -258,15 +317,18 @@ class TaskRunner:
             if isinstance(resumed, SkipReason):
                 return resumed
             execution = resumed
-        log.info(
-            "execution.started",
-            extra={
-                **fields,
-                "execution_id": execution.id,
-                "lag": round(execution.lag, 6),
-                "resumes": execution.resumes,
-            },
-        )
+        if self.fire_log is FireLog.EACH:
+            log.info(
+                "execution.started",
+                extra={
+                    **fields,
+                    "execution_id": execution.id,
+                    "lag": round(execution.lag, 6),
+                    "resumes": execution.resumes,
+                },
+            )
+        else:
+            self.tally.started(handler.name, execution.lag)
         self._safely("metrics.failed", fields, self.metrics.fire_started, handler.name, execution.lag)
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.started(execution, job.name, now))
         if self.alerts is not None and job.open_alerts:
@@ -453,18 +515,21 @@ class TaskRunner:
             log.warning("fire.advance_lost", extra=fields)
         if done.status is not ExecutionStatus.INTERRUPTED:
             self._safely("metrics.failed", fields, self.metrics.fires_accounted, "ran", done.status.value, 1)
-        level = logging.INFO if done.status is ExecutionStatus.SUCCESS else logging.WARNING
-        log.log(
-            level,
-            "execution.finished",
-            extra={
-                **fields,
-                "status": done.status.value,
-                "attempts": done.attempts,
-                "duration": done.duration,
-                "error": done.error,
-            },
-        )
+        succeeded = done.status is ExecutionStatus.SUCCESS
+        if self.fire_log is FireLog.SUMMARY:
+            self.tally.finished(done.status)
+        if not succeeded or self.fire_log is FireLog.EACH:
+            log.log(
+                logging.INFO if succeeded else logging.WARNING,
+                "execution.finished",
+                extra={
+                    **fields,
+                    "status": done.status.value,
+                    "attempts": done.attempts,
+                    "duration": done.duration,
+                    "error": done.error,
+                },
+            )
         self._safely(
             "metrics.failed",
             fields,

@@ -264,6 +264,7 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
                 failures.append({"itemIdentifier": record.get("messageId", "")})
         return {"batchItemFailures": failures}
     finally:
+        box.runner.tally.flush()  # the invocation's fires, in one line (TICKLOCK_FIRE_LOG=summary)
         box.publisher.flush(2.0)
         if box.runner.alerts is not None:
             box.runner.alerts.flush(2.0)

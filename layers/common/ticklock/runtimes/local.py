@@ -38,6 +38,7 @@ from ticklock.settings import Settings
 
 log = logging.getLogger("ticklock.service")
 HOUSEKEEPING_EVERY = 60.0
+FIRE_SUMMARY_EVERY = 1.0  # seconds between fires.summary lines (none while no fire runs)
 
 
 @dataclass
@@ -89,7 +90,11 @@ class LocalService:
         """Start dispatching and housekeeping in background threads."""
         self.plugins.warn_deprecated()
         self.plugins.seed(self.service)
-        loops = [("ticklock-dispatcher", self._dispatch), ("ticklock-housekeeping", self._housekeep)]
+        loops = [
+            ("ticklock-dispatcher", self._dispatch),
+            ("ticklock-housekeeping", self._housekeep),
+            ("ticklock-fire-summary", self._summarise),
+        ]
         if isinstance(self.metrics, PushgatewayMetrics):
             loops.append(("ticklock-metrics-push", self._push_metrics))
         for name, target in loops:
@@ -120,6 +125,7 @@ class LocalService:
             self.pool.stop(10.0)
         self.invoker.close()
         self.app.close()
+        self.runner.tally.flush()
         self.publisher.flush(5.0)
         if self.runner.alerts is not None:
             self.runner.alerts.flush(5.0)
@@ -168,6 +174,10 @@ class LocalService:
     def _housekeep(self) -> None:
         while not self.clock.sleep(HOUSEKEEPING_EVERY, self._stop):
             housekeep(self.settings, self.store, self.clock, self.runner)
+
+    def _summarise(self) -> None:
+        while not self.clock.sleep(FIRE_SUMMARY_EVERY, self._stop):
+            self.runner.tally.flush()
 
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):

@@ -14,7 +14,7 @@ from ticklock.domain.alerts import Alerts, Destinations, Outbox
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import Invoker
-from ticklock.domain.lifecycle import LockFailure, TaskRunner
+from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
 from ticklock.ports import FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
@@ -96,6 +96,7 @@ def build_runner(
         lock_failure=LockFailure(settings.lock_failure),
         max_resumes=settings.max_resumes,
         alerts=alerts,
+        fire_log=FireLog(settings.fire_log),
     )
 
 

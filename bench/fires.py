@@ -6,8 +6,8 @@ Usage::
     .venv/bin/python bench/fires.py [--quick] [--with-apscheduler] [--only a,b,c,d,e,f,g,m]
 
 For each scenario it pre-fills a fresh temporary SQLite file with ``SQLiteStore.add_jobs`` (handler
-``noop``), starts the real service as a subprocess (``ticklock serve --db ... --port ... --log-level
-warning``) on a loopback port, samples the process's RSS every 0.5 s and its CPU time at the edges of
+``noop``), starts the real service as a subprocess (``ticklock serve --db ... --port ...``, its defaults
+otherwise: logs at info) on a loopback port, samples the process's RSS every 0.5 s and its CPU time at the edges of
 the measurement window, stops it with SIGTERM, and then reads the ``executions`` table directly.
 
 * **lag** = started_at - scheduled_at, over the fires scheduled inside the window (a warm-up after the
@@ -231,7 +231,7 @@ def run_service(
     env.update(extra_env or {})
     log_path = workdir / "serve.log"
     store_args = [] if db is None else ["--db", str(db)]
-    argv = [command, "serve", *store_args, "--port", str(port), "--log-level", "warning", *serve_args]
+    argv = [command, "serve", *store_args, "--port", str(port), *serve_args]
     probes: list[Any] = []
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=workdir)
@@ -412,7 +412,7 @@ def analyse(sc: Scenario, seeded: Seeded, execs: list[Exec], run: RunResult) -> 
     not_ok = {k: v for k, v in statuses.items() if k != "success"}
     if not_ok:
         details.append(f"non-success executions in the window: {dict(not_ok)}")
-    events = collections.Counter(_event(line) for line in run.log_lines)
+    events = collections.Counter(e for e in map(_event, run.log_lines) if not e.startswith(("info:", "debug:")))
     if events:
         top = ", ".join(f"{name} x{count}" for name, count in events.most_common(4))
         details.append(f"{sum(events.values())} log lines at warning or above ({top})")

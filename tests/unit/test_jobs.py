@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
+from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Lease, Trigger, fire_key
 from ticklock.domain.schedules import IntervalSchedule
 
@@ -189,3 +191,16 @@ def test_final_statuses() -> None:
     assert not ExecutionStatus.INTERRUPTED.final
     for status in (ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.LOST):
         assert status.final
+
+
+def test_with_changes_copies_the_record_and_refuses_a_field_it_does_not_have() -> None:
+    job = make_job("before")
+    changed = job.with_changes(name="after", enabled=False)
+    assert (changed.name, changed.enabled, job.name, job.enabled) == ("after", False, "before", True)
+    assert changed == replace(job, name="after", enabled=False)
+    execution = make_execution(manual_fire(job, T0))
+    assert execution.with_changes(attempts=3) == replace(execution, attempts=3)
+    with pytest.raises(TypeError, match="no field nmae"):
+        job.with_changes(nmae="typo")
+    with pytest.raises(TypeError, match="no field"):
+        execution.with_changes(status_code=1)

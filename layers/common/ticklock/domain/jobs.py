@@ -6,9 +6,9 @@ import enum
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ticklock.domain.schedules import Schedule
 from ticklock.errors import InvalidJob
@@ -416,7 +416,7 @@ class Job:
         return replace(backfill, next_at=following)
 
     def with_changes(self, **changes: Any) -> Job:
-        return replace(self, **changes)
+        return _changed(self, changes)
 
     def pending_at(self) -> datetime:
         """The time of its earliest pending fire, whatever its state (the order claims are handed out in)."""
@@ -427,14 +427,33 @@ class Job:
         """This job (as stored now) once ``fire`` is done: the lease dropped; a scheduled fire moves the
         schedule to ``next_run_at`` (None disables) unless the job was edited since the claim; a manual
         fire clears the pending trigger if it is this fire's."""
-        job = replace(self, lease=None)
         if fire.trigger is Trigger.MANUAL:
-            return replace(job, trigger_at=None) if job.trigger_at == fire.scheduled_at else job
+            if self.trigger_at == fire.scheduled_at:
+                return _changed(self, {"lease": None, "trigger_at": None})
+            return _changed(self, {"lease": None})
         if fire.trigger is Trigger.BACKFILL:
-            return replace(job, backfill=job.backfill_after(fire.scheduled_at))
-        if job.version != fire.job.version:
-            return job
-        return replace(job, next_run_at=next_run_at, enabled=job.enabled and next_run_at is not None)
+            return _changed(self, {"lease": None, "backfill": self.backfill_after(fire.scheduled_at)})
+        if self.version != fire.job.version:
+            return _changed(self, {"lease": None})
+        enabled = self.enabled and next_run_at is not None
+        return _changed(self, {"lease": None, "next_run_at": next_run_at, "enabled": enabled})
+
+
+_T = TypeVar("_T", "Job", "Execution")
+
+
+def _changed(record: _T, changes: Mapping[str, Any]) -> _T:
+    """``dataclasses.replace`` for Job and Execution, which validate nothing in ``__init__``: a copy of the
+    fields with ``changes`` over them. ``replace`` builds the keyword arguments of every field and calls
+    ``__init__``: three of them a fire cost ~25 us of CPU, in the hot path of every fire."""
+    unknown = changes.keys() - _FIELD_NAMES[type(record)]
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field {', '.join(sorted(unknown))}")
+    copy = object.__new__(type(record))
+    values = copy.__dict__
+    values.update(record.__dict__)
+    values.update(changes)
+    return copy
 
 
 def repeated_name(jobs: Sequence[Job]) -> tuple[int, int] | None:
@@ -527,4 +546,7 @@ class Execution:
         return (self.started_at - self.scheduled_at).total_seconds() - self.jitter
 
     def with_changes(self, **changes: Any) -> Execution:
-        return replace(self, **changes)
+        return _changed(self, changes)
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {kind: frozenset(f.name for f in fields(kind)) for kind in (Job, Execution)}

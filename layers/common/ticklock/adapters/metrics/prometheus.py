@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 # The *_created series double the output and no dashboard of ours reads them.
@@ -16,6 +18,7 @@ class PrometheusMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.executions = Counter(
             "ticklock_executions", "Executions that reached a final status", ["handler", "status"], registry=r
@@ -56,19 +59,28 @@ class PrometheusMetrics:
             "ticklock_events_dropped", "Execution events that could not be published", registry=r
         )
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once: ``labels`` checks and joins the values under a lock,
+        ~1.5 us a call, five calls a fire. A metric's children live as long as it does."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def fire_started(self, handler: str, lag: float) -> None:
-        self.lag.labels(handler).observe(max(lag, 0.0))
+        self._child(self.lag, handler).observe(max(lag, 0.0))
 
     def fire_finished(self, handler: str, status: str, duration: float, attempts: int) -> None:
-        self.executions.labels(handler, status).inc()
-        self.attempts.labels(handler).inc(attempts)
-        self.duration.labels(handler).observe(duration)
+        self._child(self.executions, handler, status).inc()
+        self._child(self.attempts, handler).inc(attempts)
+        self._child(self.duration, handler).observe(duration)
 
     def fire_skipped(self, handler: str, reason: str) -> None:
-        self.skips.labels(handler, reason).inc()
+        self._child(self.skips, handler, reason).inc()
 
     def fires_accounted(self, outcome: str, reason: str, count: int) -> None:
-        self.fires.labels(outcome, reason).inc(count)
+        self._child(self.fires, outcome, reason).inc(count)
 
     def job_disabled(self, handler: str) -> None:
         self.disabled.labels(handler).inc()

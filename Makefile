@@ -64,8 +64,11 @@ $(BSTAMP): $(STAMP)
 	$(BIN)/$(PIP) -e '.[dev,bench]' -e plugins/parts
 	touch $(BSTAMP)
 
+# issue 15's table: the fire workloads beside APScheduler, the REST API's creates, and the tick loop into SQS
 bench: $(BSTAMP) services
 	$(BIN)/python bench/fires.py --with-apscheduler
+	$(BIN)/python bench/api.py --clients 1,16,64
+	$(BIN)/python bench/tick.py --rate 3000 --seconds 30
 
 # The README's screenshots of the dashboard (docs/screenshots), taken by its browser test in Chromium
 screenshots: $(STAMP) services

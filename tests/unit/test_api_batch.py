@@ -43,9 +43,13 @@ def test_a_batch_creates_every_job_in_order_and_each_reads_back_as_post_jobs_mad
     created = response.json()["items"]
     assert [j["name"] for j in created] == ["cron", "interval", "once"]
     assert len({j["id"] for j in created}) == 3
-    for job in created:
-        assert api.get(f"/jobs/{job['id']}").json() == job
-    by_name = {j["name"]: j for j in created}
+    jobs = []
+    for item_out in created:
+        assert set(item_out) == {"id", "name", "next_run_at"}
+        job = api.get(f"/jobs/{item_out['id']}").json()
+        assert {k: job[k] for k in item_out} == item_out
+        jobs.append(job)
+    by_name = {j["name"]: j for j in jobs}
     assert by_name["cron"]["next_run_at"] == "2026-01-01T09:30:00Z"
     assert by_name["interval"]["next_run_at"] == (START + timedelta(seconds=90)).isoformat().replace("+00:00", "Z")
     assert by_name["interval"]["payload"] == {"k": [1]} and by_name["interval"]["timeout"] == 5.0

@@ -28,3 +28,21 @@ def test_ids_sort_by_the_millisecond_and_never_repeat() -> None:
     stamps = [int(i[:12], 16) for i in made]
     assert stamps == sorted(stamps)
     assert sorted(made, key=lambda i: i[:12]) == made
+
+
+def test_ids_made_in_threads_at_once_never_repeat() -> None:
+    import threading
+
+    made: list[list[str]] = [[] for _ in range(8)]
+
+    def make(into: list[str]) -> None:
+        into.extend(new_id() for _ in range(5000))
+
+    threads = [threading.Thread(target=make, args=(bucket,)) for bucket in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [i for bucket in made for i in bucket]
+    assert len(set(every)) == len(every) == 40_000
+    assert len({i[12:] for i in every}) == len(every)  # the random parts alone differ too

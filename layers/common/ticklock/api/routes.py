@@ -270,7 +270,9 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def create_jobs(call: Call) -> Reply:
         body: JobBatch = call.body
         jobs = service.create_many([item.to_spec() for item in body.jobs])
-        page = JobBatchOut.model_validate({"items": [JobOut.fields(job) for job in jobs]})
+        page = JobBatchOut.model_validate(
+            {"items": [{"id": job.id, "name": job.name, "next_run_at": job.next_run_at} for job in jobs]}
+        )
         return Reply.json(201, page.model_dump_json().encode())
 
     def list_jobs(call: Call) -> JobPage:

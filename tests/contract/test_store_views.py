@@ -5,6 +5,8 @@ it), the counts by state and the activity per minute. Run unchanged on every ada
 from __future__ import annotations
 
 import random
+import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -211,6 +213,59 @@ def test_activity_buckets_are_aligned_on_the_epoch(store: Store, step: timedelta
     [(bucket, status, count)] = store.activity(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1), step=step)
     width = int(step.total_seconds())
     assert (bucket.timestamp() % width, bucket <= at < bucket + step, status, count) == (0, True, "success", 1)
+
+
+def test_complete_counts_the_run_once_when_a_second_delivery_advanced_the_job_first(store: Store) -> None:
+    """A second delivery of the fire met its final row and advanced the job (as the run advances it) before
+    the run's own advance: the run is counted once, and the job moved on once."""
+    job = store.add_job(make_job())
+    [claimed] = store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
+    fire = Fire(claimed, T0, Trigger.SCHEDULE, claimed.lease.token if claimed.lease else "")
+    execution = make_execution(fire)
+    store.start_execution(execution)
+    following = T0 + timedelta(minutes=1)
+    assert store.advance(fire, next_run_at=following, now=T0)  # the second delivery's
+    done = execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=T0 + timedelta(seconds=2), attempts=1)
+    assert store.complete(done, fire, next_run_at=following, now=T0) == (True, False)
+    after = store.get_job(job.id)
+    assert after.version == claimed.version + 1 and after.next_run_at == following
+    assert after.last_run is not None
+    assert (after.last_run.status, after.last_run.runs, after.last_run.ok) == (ExecutionStatus.SUCCESS, 1, 1)
+
+
+def test_complete_counts_each_run_of_many_completed_at_once(open_store: Callable[[], Store]) -> None:
+    """Runs of many jobs completed together (on MongoDB, one bulk write of advances): each job moved on
+    and counted its run once, whether its claim still held or not."""
+    store = open_store()
+    jobs = [store.add_job(make_job(f"many-{i}")) for i in range(12)]
+    claimed = store.claim_due(now=T0, horizon=T0, limit=100, owner="a", slack=timedelta(seconds=30))
+    fires = [Fire(c, T0, Trigger.SCHEDULE, c.lease.token if c.lease else "") for c in claimed]
+    lost = {f.job.id for f in fires[::4]}
+    runs = []
+    for fire in fires:
+        execution = make_execution(fire)
+        store.start_execution(execution)
+        if fire.job.id in lost:
+            store.release(fire.job.id, fire.lease_token)
+        runs.append(
+            execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=T0 + timedelta(seconds=1), attempts=1)
+        )
+    outcomes: dict[str, tuple[bool, bool]] = {}
+
+    def complete(fire: Fire, done: Any) -> None:
+        outcomes[fire.job.id] = store.complete(done, fire, next_run_at=T0 + timedelta(minutes=1), now=T0)
+
+    threads = [threading.Thread(target=complete, args=pair) for pair in zip(fires, runs, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert {job_id: o for job_id, o in outcomes.items()} == {j.id: (True, j.id not in lost) for j in jobs}
+    for job in jobs:
+        after = store.get_job(job.id)
+        assert after.last_run is not None and after.last_run.runs == 1, job.id
+        if job.id not in lost:
+            assert after.next_run_at == T0 + timedelta(minutes=1) and after.lease is None
 
 
 def test_complete_counts_the_run_even_when_its_claim_is_gone(store: Store) -> None:

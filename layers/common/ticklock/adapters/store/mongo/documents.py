@@ -78,19 +78,32 @@ def fast_path(fire: Fire) -> bool:
     return fire.trigger is Trigger.SCHEDULE and fire.job.backfill is None
 
 
-def fast_advance(fire: Fire, next_run_at: datetime | None) -> tuple[Doc, Doc]:
-    """Filter and update of an advance with no edit and no trigger since the claim."""
-    return (
-        {"_id": fire.job.id, "lease_token": fire.lease_token, "version": fire.job.version, "trigger_at": None},
-        {
-            "$set": {
-                "lease_token": None,
-                "lease_owner": None,
-                "lease_until": None,
-                "next_run_at": ms_or_none(next_run_at),
-                "enabled": next_run_at is not None,
-                "due_at": ms_or_none(fire.job.jittered(next_run_at)),
-            },
-            "$inc": {"version": 1, "seq": 1},
+def fast_advance(fire: Fire, next_run_at: datetime | None, summary: Execution | None = None) -> tuple[Doc, Doc]:
+    """Filter and update of an advance with no edit and no trigger since the claim; with ``summary``, that
+    finished run counted in the same update (``summary_update``), marked by its run token so that a
+    bulk write's caller can tell whether this update was the one applied."""
+    where: Doc = {"_id": fire.job.id, "lease_token": fire.lease_token, "version": fire.job.version, "trigger_at": None}
+    change: Doc = {
+        "$set": {
+            "lease_token": None,
+            "lease_owner": None,
+            "lease_until": None,
+            "next_run_at": ms_or_none(next_run_at),
+            "enabled": next_run_at is not None,
+            "due_at": ms_or_none(fire.job.jittered(next_run_at)),
         },
-    )
+        "$inc": {"version": 1, "seq": 1},
+    }
+    if summary is not None:
+        at, counted = summary_update(summary)
+        # the last run unless a later one is recorded (never so for one job's runs in turn; else: slow path)
+        where["$or"] = [{"last_at": None}, {"last_at": {"$lte": at}}]
+        change["$set"].update(last_status=summary.status.value, last_at=at, last_run_token=summary.run_token)
+        change["$inc"].update(counted)
+    return where, change
+
+
+def summary_update(execution: Execution) -> tuple[datetime, dict[str, int]]:
+    """When a finished run counts as having happened, and the counters it adds to its job's summary."""
+    at = ms(execution.finished_at or execution.started_at)
+    return at, {"runs": 1, "runs_ok": int(execution.status is ExecutionStatus.SUCCESS)}

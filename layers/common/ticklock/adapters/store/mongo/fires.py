@@ -20,9 +20,11 @@ from ticklock.adapters.store.mongo.documents import (
     job_from_doc,
     ms,
     ms_or_none,
+    summary_update,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
+from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.errors import StoreUnavailable
 from ticklock.ports import Started
 
 log = logging.getLogger("ticklock.store")
@@ -197,6 +199,9 @@ class Fires(Connection):
         return result.modified_count == 1
 
     def finish_execution(self, execution: Execution) -> bool:
+        return self._finish(execution, summarise=True)
+
+    def _finish(self, execution: Execution, *, summarise: bool) -> bool:
         result = self._call(
             lambda: self.executions.update_one(
                 {"_id": execution.id, "run_token": execution.run_token, "status": {"$in": LIVE}},
@@ -213,7 +218,7 @@ class Fires(Connection):
         )
         if result.modified_count != 1:
             return False
-        if execution.status.final:
+        if summarise and execution.status.final:
             try:
                 self._summarise(execution)
             except PyMongoError as exc:
@@ -225,8 +230,7 @@ class Fires(Connection):
     def _summarise(self, execution: Execution) -> None:
         """The job's runs' summary: the run counted, and the last unless a later one is recorded already
         (runs overlapping under allow_all)."""
-        at = ms(execution.finished_at or execution.started_at)
-        counted = {"runs": 1, "runs_ok": int(execution.status is ExecutionStatus.SUCCESS)}
+        at, counted = summary_update(execution)
         latest = self.jobs.update_one(
             {"_id": execution.job_id, "$or": [{"last_at": None}, {"last_at": {"$lte": at}}]},
             {"$set": {"last_status": execution.status.value, "last_at": at}, "$inc": counted},
@@ -237,33 +241,58 @@ class Fires(Connection):
     def complete(
         self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
     ) -> tuple[bool, bool]:
-        # two documents in two collections (no multi-document transaction on FerretDB): the finish is
-        # one command; the advance joins the others waiting at that moment in one bulkWrite
-        if not self.finish_execution(execution):
-            return False, False
+        # two documents in two collections (no multi-document transaction on FerretDB): the finish is one
+        # command; the advance, with the run's summary in the same update of the job, joins the others
+        # waiting at that moment in one bulkWrite: two commands a fire and a share of a third, not three
         if not fast_path(fire):
+            if not self.finish_execution(execution):
+                return False, False
             return True, self.advance(fire, next_run_at=next_run_at, now=now)
-        return True, self._advances.submit(PendingAdvance(fire, next_run_at, now))
+        if not self._finish(execution, summarise=False):
+            return False, False
+        summary = execution if execution.status.final else None
+        try:
+            return True, self._advances.submit(PendingAdvance(fire, next_run_at, now, summary))
+        except StoreUnavailable:
+            # the bulk's fate is unknown: the run stays final and its advance is retried by the caller;
+            # only the job's summary may miss it (until its next run), as when the summary's own write fails
+            log.warning("store.summary_lost", extra={"job_id": execution.job_id, "error": "advance failed"})
+            raise
 
     def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
-        """One bulkWrite of fast-path advances; items it could not apply go through ``advance`` one by one."""
+        """One bulkWrite of fast-path advances, each with its run's summary. If some did not apply (an edit,
+        a trigger or a lost lease since the claim), each is looked at: applied (its run token is the job's
+        last), still ours (the slow path, then the summary alone), or gone (the summary alone)."""
         result = self._call(
             lambda: self.jobs.bulk_write(
-                [UpdateOne(*fast_advance(p.fire, p.next_run_at)) for p in batch], ordered=False
+                [UpdateOne(*fast_advance(p.fire, p.next_run_at, p.summary)) for p in batch], ordered=False
             )
         )
         if result.modified_count == len(batch):
             return [True] * len(batch)
-        # some met an edit, a trigger or a lost lease: those still holding our lease take the slow path
-        held = {
-            (d["_id"], d["lease_token"])
+        found = {
+            d["_id"]: d
             for d in self._call(
-                lambda: self.jobs.find({"_id": {"$in": [p.fire.job.id for p in batch]}}, {"_id": 1, "lease_token": 1})
+                lambda: self.jobs.find(
+                    {"_id": {"$in": [p.fire.job.id for p in batch]}}, {"_id": 1, "lease_token": 1, "last_run_token": 1}
+                )
             )
         }
-        return [
-            self.advance(p.fire, next_run_at=p.next_run_at, now=p.now)
-            if (p.fire.job.id, p.fire.lease_token) in held
-            else True
-            for p in batch
-        ]
+        return [self._settle(p, found.get(p.fire.job.id)) for p in batch]
+
+    def _settle(self, pending: PendingAdvance, doc: Doc | None) -> bool:
+        """Whether ``pending``'s advance happened, finishing what its bulk update did not do. (A later run of
+        the job recording its own token in the milliseconds between the bulk and the read would make this
+        one count twice in the summary: it would have to be claimed, run and finished in between.)"""
+        summary = pending.summary
+        if doc is not None and summary is not None and doc.get("last_run_token") == summary.run_token:
+            return True  # applied
+        held = doc is not None and doc.get("lease_token") == pending.fire.lease_token
+        if summary is None:
+            return self.advance(pending.fire, next_run_at=pending.next_run_at, now=pending.now) if held else True
+        advanced = held and self.advance(pending.fire, next_run_at=pending.next_run_at, now=pending.now)
+        try:
+            self._summarise(summary)
+        except PyMongoError as exc:  # as in ``finish_execution``: the advance stands, the summary misses it
+            log.warning("store.summary_lost", extra={"job_id": summary.job_id, "error": str(exc)})
+        return advanced

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ticklock.domain.jobs import Fire
+from ticklock.domain.jobs import Execution, Fire
 
 
 @dataclass
@@ -16,6 +16,7 @@ class PendingAdvance:
     fire: Fire
     next_run_at: datetime | None
     now: datetime
+    summary: Execution | None = None  # the finished run the advance counts in the job's summary
     done: threading.Event = field(default_factory=threading.Event)
     result: bool = False
     error: BaseException | None = None

@@ -8,8 +8,9 @@ Starts ``ticklock serve`` as its own process on a fresh SQLite file holding 10,0
 dispatcher stays out of the way), then for each of ``GET /jobs/{id}``, ``GET /jobs?limit=50``,
 ``POST /jobs`` and ``POST /jobs:batch`` (1,000 jobs a request, half interval and half cron, none
 due during the run; the rows before it add to the store, so it grows past 10,000) drives it for
-``--seconds`` with 1, 16 and 64 concurrent clients. Each row gives the server's CPU per request (per
-job for a batch). The clients are one asyncio process of raw HTTP/1.1 keep-alive connections (a few
+``--seconds`` with 1, 4, 16 and 64 concurrent clients (the batch at 1 and 4: the route takes 4 at
+once). Each row gives the server's CPU per request (per job for a batch). The clients are one asyncio
+process of raw HTTP/1.1 keep-alive connections (a few
 dozen microseconds per request: a general-purpose client library would be the bottleneck on two
 cores), so the server's own cost shows.
 In the same run, the peer for scale: bare uvicorn with httptools (the same HTTP stack, one process)

@@ -96,6 +96,8 @@ def main() -> None:
             redis.stop()
     t0, t1 = first.timestamp(), end.timestamp()
     in_window = [(t, d) for t, d in samples if t0 <= t <= t1]
+    if len(in_window) < 3:
+        raise SystemExit(f"only {len(in_window)} readings of the queue fell in the window: nothing to measure")
     arrived = in_window[-1][1] - in_window[0][1]
     span = in_window[-1][0] - in_window[0][0]
     per_second = [

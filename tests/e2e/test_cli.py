@@ -25,6 +25,9 @@ def test_jobs_runs_and_fires_from_the_command_line(start: Callable[..., Serve]) 
     listed = run_cli("jobs", "ls", *api)
     assert listed.returncode == 0, listed.stderr
     assert "nightly-report" in listed.stdout and "cron * * * * * *" in listed.stdout and "every 3600 s" in listed.stdout
+    # two jobs made in the same minute show two ids (an id begins with its creation time; the list shows its end)
+    shown_ids = {line.split()[0] for line in listed.stdout.splitlines()[1:] if line.strip()}
+    assert len(shown_ids) == 2 and job["id"][-8:] in shown_ids
     as_json = json.loads(run_cli("jobs", "ls", "--handler", "noop", "--json", *api).stdout)
     assert [j["name"] for j in as_json] == ["hourly"]
     searched = json.loads(run_cli("jobs", "ls", "--search", "NIGHTLY", "--json", *api).stdout)

@@ -45,7 +45,7 @@ def test_a_batch_creates_every_job_in_order_and_each_reads_back_as_post_jobs_mad
     assert len({j["id"] for j in created}) == 3
     jobs = []
     for item_out in created:
-        assert set(item_out) == {"id", "name", "next_run_at"}
+        assert set(item_out) == {"id", "name", "enabled", "next_run_at"}
         job = api.get(f"/jobs/{item_out['id']}").json()
         assert {k: job[k] for k in item_out} == item_out
         jobs.append(job)
@@ -129,7 +129,7 @@ def test_a_batch_takes_a_body_larger_than_one_job_may_send(api: Harness) -> None
 
 
 def test_a_batch_larger_than_its_body_limit_is_refused_unread(api: Harness) -> None:
-    raw = b'{"jobs": [' + b" " * (6 * 1000 * 1000) + b"]}"
+    raw = b'{"jobs": [' + b" " * (5 * 1000 * 1000) + b"]}"
     response = api.post("/jobs:batch", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 413, response.text[:300]
     assert names(api) == []

@@ -46,3 +46,23 @@ def test_ids_made_in_threads_at_once_never_repeat() -> None:
     every = [i for bucket in made for i in bucket]
     assert len(set(every)) == len(every) == 40_000
     assert len({i[12:] for i in every}) == len(every)  # the random parts alone differ too
+
+
+def test_a_forked_child_draws_ids_of_its_own() -> None:
+    """Each thread reads random bytes from the OS in pools: a forked child must not go on with the
+    parent's pool, or its next id would be the parent's next id."""
+    import os
+
+    new_id()  # this thread's pool is filled
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    theirs = os.read(read, 64).decode()
+    os.close(read)
+    ours = new_id()
+    assert len(theirs) == 32
+    assert theirs[12:] != ours[12:]

@@ -513,12 +513,13 @@ class JobPage(BaseModel):
 class JobCreatedOut(BaseModel):
     id: str
     name: str
-    next_run_at: datetime | None = Field(description="its first fire; null: created paused")
+    enabled: bool = Field(description="false: created paused, and it does not fire until resumed")
+    next_run_at: datetime | None = Field(description="its schedule's first fire")
 
 
 class JobBatchOut(BaseModel):
     items: list[JobCreatedOut] = Field(
-        description="the jobs created, in the order given: each one's id, name and first fire (GET /jobs/{id} "
+        description="the jobs created, in the order given: each one's id, name, state and first fire (GET /jobs/{id} "
         "has the rest; sending each back whole took a fifth of a batch's time)"
     )
 

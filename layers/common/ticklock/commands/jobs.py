@@ -141,7 +141,7 @@ def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     items = list(pages(client, "/jobs", params))
     rows = [("ID", "NAME", "HANDLER", "SCHEDULE", "NEXT FIRE", "STATE")]
     rows += [
-        (j["id"][:8], j["name"], j["handler"], schedule_words(j["schedule"]), _when(j["next_run_at"]), state(j))
+        (j["id"][-8:], j["name"], j["handler"], schedule_words(j["schedule"]), _when(j["next_run_at"]), state(j))
         for j in items
     ]
     return items, table(rows) if items else "no jobs"

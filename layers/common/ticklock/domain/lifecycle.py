@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import uuid
 from collections.abc import Callable
@@ -112,7 +113,7 @@ class FireTally:
         self._since = clock.now()
         self._started = 0
         self._lag_total = 0.0
-        self._lag_max = 0.0
+        self._lag_max = -math.inf
         self._finished: dict[str, int] = {}
         self._handlers: dict[str, int] = {}
 
@@ -132,7 +133,7 @@ class FireTally:
         with self._mutex:
             started, lag_total, lag_max = self._started, self._lag_total, self._lag_max
             finished, handlers, since = self._finished, self._handlers, self._since
-            self._started, self._lag_total, self._lag_max, self._finished, self._handlers = 0, 0.0, 0.0, {}, {}
+            self._started, self._lag_total, self._lag_max, self._finished, self._handlers = 0, 0.0, -math.inf, {}, {}
             self._since = now
         if not started and not finished:
             return

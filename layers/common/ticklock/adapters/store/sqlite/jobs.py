@@ -27,6 +27,10 @@ STATES = {
 
 class Jobs(Connection):
     def add_job(self, job: Job) -> Job:
+        if self.find_job_by_name(job.name) is not None:
+            # refused before it joins a group: a failing write would undo its group's other writes (the
+            # runners' among them) and have each run again alone. A name taken meanwhile still fails below.
+            raise DuplicateJobName(job.name)
         row = job_row(job, job.created_at)
         try:  # a group commit: creates sent together (many API clients) share their transaction
             self._write(lambda conn: conn.execute(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", row))

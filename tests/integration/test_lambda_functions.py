@@ -307,6 +307,32 @@ def test_runner_logs_are_json_with_the_job_the_fire_and_the_execution(deployment
         assert line["service"] == "ticklock" and line["level"] in ("INFO", "WARNING")
 
 
+def test_with_fire_log_summary_an_invocation_ends_with_one_line_counting_its_fires(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TICKLOCK_FIRE_LOG=summary on the runner: no line per fire that ran well, and the invocation's
+    fires counted in one fires.summary line before it returns."""
+    monkeypatch.setenv("TICKLOCK_FIRE_LOG", "summary")
+    aws.container.cache_clear()
+    runner_fn = function_module("runner")
+    box = aws.container()
+    out = io.StringIO()
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(out)
+    for i in range(3):
+        box.store.add_job(make_job(f"counted-{i}", handler="noop", next_run_at=box.clock.now()))
+    assert tick_once(box, deployment) == 3
+    EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler).drain(idle_polls=2)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    about = [line["message"] for line in lines if line.get("logger", "").startswith("ticklock.lifecycle")]
+    assert "execution.started" not in about and "execution.finished" not in about
+    summaries = [line for line in lines if line.get("message") == "fires.summary"]
+    assert sum(line["started"] for line in summaries) == 3
+    assert sum(line["finished"].get("success", 0) for line in summaries) == 3
+    assert all(line["handlers"] == {"noop": line["started"]} for line in summaries)
+
+
 # -- at least once, crashes, poison ---------------------------------------------------------------------------
 @pytest.mark.parametrize("overlap", ["skip", "cancel_other", "allow_all"])
 def test_a_duplicate_delivery_never_runs_a_fire_twice(deployment: Deployment, tmp_path: Path, overlap: str) -> None:

@@ -50,6 +50,9 @@ def test_the_alerts_raised_are_on_the_job_and_listed(api: ApiHarness) -> None:
         ({"failures_in_a_row": 0}, "alerts.failures_in_a_row"),
         ({"failures_in_a_row": 1.5}, "alerts.failures_in_a_row"),
         ({"webhook": "ftp://x"}, "alerts.webhook"),
+        ({"webhook": "http://[x"}, "alerts.webhook"),  # an IPv6 host left open: no URL parses it
+        ({"webhook": "http:///path"}, "alerts.webhook"),  # no host
+        ({"webhook": "http://host:port/"}, "alerts.webhook"),  # a port that is not a number
         ({"email": "nobody"}, "alerts.email"),
         ({"pager": "x"}, "alerts.pager"),
     ],

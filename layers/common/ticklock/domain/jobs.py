@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from ticklock.domain.schedules import Schedule
 from ticklock.errors import InvalidJob
@@ -187,10 +188,8 @@ class AlertRules:
                 f"must be a whole number from 1 to {MAX_FAILURES_IN_A_ROW}", field="alerts.failures_in_a_row"
             )
         url = self.webhook
-        if url is not None and (
-            not isinstance(url, str) or len(url) > 2000 or not url.startswith(("http://", "https://"))
-        ):
-            raise InvalidJob("must be an http(s) URL of at most 2,000 characters", field="alerts.webhook")
+        if url is not None and (not isinstance(url, str) or len(url) > 2000 or not _http_url(url)):
+            raise InvalidJob("must be an http(s) URL with a host, of at most 2,000 characters", field="alerts.webhook")
         address = self.email
         if address is not None and (
             not isinstance(address, str)
@@ -437,6 +436,16 @@ class Job:
             return _changed(self, {"lease": None})
         enabled = self.enabled and next_run_at is not None
         return _changed(self, {"lease": None, "next_run_at": next_run_at, "enabled": enabled})
+
+
+def _http_url(url: str) -> bool:
+    """An http(s) URL with a host, that parses (``http://[x`` does not: an IPv6 host left open)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 _T = TypeVar("_T", "Job", "Execution")

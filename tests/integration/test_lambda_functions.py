@@ -285,13 +285,19 @@ def test_api_function_serves_the_job_api_and_refuses_a_timeout_the_runner_cannot
     assert aws.container().store.find_job_by_name("too-long") is None
 
 
-def test_runner_logs_are_json_with_the_job_the_fire_and_the_execution(deployment: Deployment, tmp_path: Path) -> None:
+def runner_logging() -> tuple[Any, aws.Container, io.StringIO]:
+    """The runner function's module, its container, and what its log handler writes from now on."""
     runner_fn = function_module("runner")
     box = aws.container()
     out = io.StringIO()
     handler = logging.getLogger().handlers[0]
     assert isinstance(handler, logging.StreamHandler)
     handler.setStream(out)
+    return runner_fn, box, out
+
+
+def test_runner_logs_are_json_with_the_job_the_fire_and_the_execution(deployment: Deployment, tmp_path: Path) -> None:
+    runner_fn, box, out = runner_logging()
     job = box.store.add_job(make_job("logged", handler="test.record", next_run_at=box.clock.now()))
     assert tick_once(box, deployment) == 1
     esm = EventSourceMapping(deployment.sqs, deployment.queue_url, runner_fn.handler)
@@ -314,12 +320,7 @@ def test_with_fire_log_summary_an_invocation_ends_with_one_line_counting_its_fir
     fires counted in one fires.summary line before it returns."""
     monkeypatch.setenv("TICKLOCK_FIRE_LOG", "summary")
     aws.container.cache_clear()
-    runner_fn = function_module("runner")
-    box = aws.container()
-    out = io.StringIO()
-    handler = logging.getLogger().handlers[0]
-    assert isinstance(handler, logging.StreamHandler)
-    handler.setStream(out)
+    runner_fn, box, out = runner_logging()
     for i in range(3):
         box.store.add_job(make_job(f"counted-{i}", handler="noop", next_run_at=box.clock.now()))
     assert tick_once(box, deployment) == 3

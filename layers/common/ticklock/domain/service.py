@@ -143,7 +143,7 @@ class JobService:
         self.limits = limits or Limits()
 
     def create(self, spec: JobSpec) -> Job:
-        return self.store.add_job(self._new_job(spec, self.clock.now()))
+        return self.store.add_job(self._new_job(spec, self.clock.now(), _Searched()))
 
     def create_many(self, specs: Sequence[JobSpec]) -> list[Job]:
         """Create every job of ``specs``, or none. Each is validated as ``create`` validates one, and every
@@ -152,7 +152,7 @@ class JobService:
         if len(specs) > MAX_BATCH:
             raise InvalidJob(f"a batch holds at most {MAX_BATCH} jobs, got {len(specs)}", field="jobs")
         now = self.clock.now()
-        memo = _Searched()  # many jobs of a batch share a schedule
+        memo = _Searched()
         jobs: list[Job] = []
         problems: list[InvalidJob] = []
         first_at: dict[str, int] = {}
@@ -169,14 +169,11 @@ class JobService:
         self.store.add_jobs(jobs)
         return jobs
 
-    def _new_job(self, spec: JobSpec, now: datetime, memo: _Searched | None = None) -> Job:
+    def _new_job(self, spec: JobSpec, now: datetime, memo: _Searched) -> Job:
         self._validate(
             spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
         )
-        if memo is None or (spec.schedule, spec.policy) not in memo.jitter_ok:
-            _check_jitter(spec.schedule, spec.policy, now)
-            if memo is not None:
-                memo.jitter_ok.add((spec.schedule, spec.policy))
+        memo.check_jitter(spec.schedule, spec.policy, now)
         return Job(
             id=new_id(),
             name=spec.name,
@@ -186,7 +183,7 @@ class JobService:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             enabled=spec.enabled,
-            next_run_at=_first_fire(spec.schedule, now) if memo is None else memo.first_fire(spec.schedule, now),
+            next_run_at=memo.first_fire(spec.schedule, now),
             created_at=now,
             updated_at=now,
             policy=spec.policy,
@@ -603,8 +600,9 @@ def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
 
 @dataclass
 class _Searched:
-    """What one batch of new jobs has searched its schedules for: each schedule's first fire, and the
-    (schedule, policy) pairs whose jitter was found to fit (a cron's next 100 fires each)."""
+    """What the new jobs of one create (one job, or a batch) have searched their schedules for: each
+    schedule's first fire, and the (schedule, policy) pairs whose jitter was found to fit (a cron's next
+    100 fires each). Many jobs of a batch share a schedule; each search is made once."""
 
     firsts: dict[Schedule, datetime | None] = field(default_factory=dict)
     jitter_ok: set[tuple[Schedule, Policy]] = field(default_factory=set)
@@ -613,6 +611,11 @@ class _Searched:
         if schedule not in self.firsts:
             self.firsts[schedule] = _first_fire(schedule, now)
         return self.firsts[schedule]
+
+    def check_jitter(self, schedule: Schedule, policy: Policy, now: datetime) -> None:
+        if (schedule, policy) not in self.jitter_ok:
+            _check_jitter(schedule, policy, now)
+            self.jitter_ok.add((schedule, policy))
 
 
 def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:

@@ -97,10 +97,15 @@ def fast_advance(fire: Fire, next_run_at: datetime | None, summary: Execution | 
     if summary is not None:
         at, counted = summary_update(summary)
         # the last run unless a later one is recorded (never so for one job's runs in turn; else: slow path)
-        where["$or"] = [{"last_at": None}, {"last_at": {"$lte": at}}]
+        where.update(no_later_run(at))
         change["$set"].update(last_status=summary.status.value, last_at=at, last_run_token=summary.run_token)
         change["$inc"].update(counted)
     return where, change
+
+
+def no_later_run(at: datetime) -> Doc:
+    """The filter of a job whose summary holds no run later than ``at`` (it may become the last)."""
+    return {"$or": [{"last_at": None}, {"last_at": {"$lte": at}}]}
 
 
 def summary_update(execution: Execution) -> tuple[datetime, dict[str, int]]:

@@ -20,6 +20,7 @@ from ticklock.adapters.store.mongo.documents import (
     job_from_doc,
     ms,
     ms_or_none,
+    no_later_run,
     summary_update,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
@@ -232,7 +233,7 @@ class Fires(Connection):
         (runs overlapping under allow_all)."""
         at, counted = summary_update(execution)
         latest = self.jobs.update_one(
-            {"_id": execution.job_id, "$or": [{"last_at": None}, {"last_at": {"$lte": at}}]},
+            {"_id": execution.job_id, **no_later_run(at)},
             {"$set": {"last_status": execution.status.value, "last_at": at}, "$inc": counted},
         )
         if latest.matched_count == 0:

@@ -66,14 +66,17 @@ class Jobs(Connection):
                 return exc  # some went in: undone below
             return None
 
+        def undo() -> None:
+            self._call(lambda: self.jobs.delete_many({"_id": {"$in": [job.id for job in jobs]}}))
+
         try:
             failed = self._call(insert)
         except StoreUnavailable:
-            self._call(lambda: self.jobs.delete_many({"_id": {"$in": [job.id for job in jobs]}}))
+            undo()
             raise
         if failed is None:
             return
-        self._call(lambda: self.jobs.delete_many({"_id": {"$in": [job.id for job in jobs]}}))
+        undo()
         if any(e.get("code") == DUPLICATE_KEY for e in failed.details.get("writeErrors", [])):
             raise DuplicateJobName(self._taken(names) or "(one of the batch)") from failed
         raise StoreUnavailable(f"MongoDB: {failed}") from failed

@@ -57,6 +57,35 @@ def test_jobs_run_with_success_failure_and_timeout_statuses(start: Callable[...,
     assert serve.terminate() == 0
 
 
+def test_handlers_that_hang_past_their_deadline_do_not_take_the_workers(start: Callable[..., Serve]) -> None:
+    # Two workers, four fires whose sync handler sleeps far past its deadline (serve runs them on the
+    # worker's own thread): each is finished as a timeout at its deadline, the stuck workers are replaced,
+    # and a job due every second goes on running meanwhile
+    serve = start(TICKLOCK_WORKERS="2")
+    hung = [
+        serve.create(
+            name=f"hangs-{i}",
+            handler="test.sleep",
+            schedule={"kind": "interval", "seconds": 3600},
+            timeout=0.5,
+            payload={"seconds": 60},
+        )
+        for i in range(4)
+    ]
+    for job in hung:
+        serve.client.post(f"/jobs/{job['id']}/trigger")
+    for job in hung:
+        job_id = job["id"]
+        [timed_out] = wait_for(lambda: final(serve, job_id))  # noqa: B023 - called before the loop moves on
+        assert timed_out["status"] == "timeout"
+    ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
+    runs = wait_for(lambda: len(final(serve, ok["id"])) >= 3 and final(serve, ok["id"]))
+    assert {e["status"] for e in runs} == {"success"}
+    metrics = serve.client.get("/metrics").text
+    assert "ticklock_handler_threads_abandoned 4.0" in metrics
+    assert serve.terminate() == 0  # the stuck threads do not hold the shutdown
+
+
 def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:
     serve = start()
     job = serve.create(name="every-second", handler="noop", schedule={"kind": "cron", "expr": "* * * * * *"})

@@ -87,11 +87,11 @@ class Harness:
         return fire
 
 
-def _harness(tmp_path: Path, clock: Clock) -> Iterator[Harness]:
+def _harness(tmp_path: Path, clock: Clock, *, inline: bool = False) -> Iterator[Harness]:
     registry = Registry()
     register_builtin(registry)
     handlers.register(registry)
-    invoker = Invoker()
+    invoker = Invoker(inline=inline)
     store = SQLiteStore(tmp_path / "lifecycle.db")
     yield Harness(store=store, clock=clock, registry=registry, invoker=invoker)
     invoker.close()
@@ -111,9 +111,16 @@ def real(tmp_path: Path) -> Iterator[Harness]:
 
 
 @pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    """An ``Engine`` (tests/support/engine.py) on each store the ``store`` fixture gives, with a fake clock."""
-    box = Engine(store)
+def inline(tmp_path: Path) -> Iterator[Harness]:
+    """Wall-clock time, sync handlers run on the runner's own thread (``Invoker(inline=True)``, as in serve)."""
+    yield from _harness(tmp_path, SystemClock(), inline=True)
+
+
+@pytest.fixture(params=["threads", "inline"])
+def engine(store: Store, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """An ``Engine`` (tests/support/engine.py) on each store the ``store`` fixture gives, with a fake clock;
+    its sync handlers run on threads of their own (the Lambda runner) and inline (serve)."""
+    box = Engine(store, inline=request.param == "inline")
     yield box
     box.invoker.close()
 

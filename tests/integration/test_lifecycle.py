@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,92 @@ def test_a_sync_handler_ignoring_its_deadline_times_out_and_keeps_the_lock(real:
     # the job advanced, but its lock stays until its TTL so the straggler does not overlap a new run
     assert real.store.get_job(job.id).lease is None
     assert real.locker is not None and real.locker.acquire(f"job:{job.id}", 1) is None
+
+
+def run_in_thread(runner: Any, fire: Any) -> tuple[threading.Thread, list[Any]]:
+    outcomes: list[Any] = []
+    thread = threading.Thread(target=lambda: outcomes.append(runner.run(fire)), daemon=True)
+    thread.start()
+    return thread, outcomes
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
+
+
+def test_an_inline_handler_ignoring_its_deadline_is_finished_while_it_runs_and_keeps_the_lock(
+    inline: Harness, caplog: Any
+) -> None:
+    # serve runs sync handlers on the worker's own thread: at the deadline the fire is finished from another
+    # thread (TIMEOUT, job advanced, lock kept), while the handler still holds the worker
+    job = inline.add("test.sleep", payload={"seconds": 1.5}, timeout=0.3)
+    stuck: list[threading.Thread] = []
+    inline.invoker.on_stuck = stuck.append
+    runner = inline.runner()
+    fire = inline.claim_one()
+    with caplog.at_level(logging.INFO, logger="ticklock"):
+        thread, outcomes = run_in_thread(runner, fire)
+
+        def finished() -> bool:
+            found = inline.store.list_executions(job.id)
+            return bool(found) and found[0].status is ExecutionStatus.TIMEOUT
+
+        assert wait_for(finished)
+        assert thread.is_alive() and outcomes == []  # the handler still sleeps on the worker
+        assert stuck == [thread]
+        assert inline.store.get_job(job.id).lease is None  # advanced
+        assert inline.locker is not None and inline.locker.acquire(f"job:{job.id}", 1) is None  # lock kept
+        assert inline.invoker.abandoned == 1
+        thread.join(10)
+    [outcome] = outcomes
+    assert outcome.execution is not None and outcome.skipped is None
+    [stored] = inline.store.list_executions(job.id)
+    assert stored.status is ExecutionStatus.TIMEOUT and stored.attempts == 1
+    assert stored.error is not None and stored.error.startswith("handler did not return within")
+    # finished once: one event, one measure, and the straggler's return wrote nothing
+    assert inline.publisher.types().count("job.execution.timeout") == 1
+    assert len(inline.metrics.finished) == 1
+    assert inline.invoker.abandoned == 0
+    assert not [r for r in caplog.records if r.getMessage() in ("execution.finish_lost", "fire.advance_lost")]
+
+
+def test_an_inline_run_cut_off_at_shutdown_is_interrupted_and_released(inline: Harness) -> None:
+    job = inline.add("test.sleep", payload={"seconds": 1.5}, timeout=30)
+    runner = inline.runner()
+    fire = inline.claim_one()
+    thread, _ = run_in_thread(runner, fire)
+    assert wait_for(lambda: bool(inline.store.list_executions(job.id)))
+    runner.shutdown.set()
+    inline.invoker.interrupt_all()
+
+    def interrupted() -> bool:
+        return inline.store.list_executions(job.id)[0].status is ExecutionStatus.INTERRUPTED
+
+    assert wait_for(interrupted)
+    assert thread.is_alive()
+    after = inline.store.get_job(job.id)
+    assert after.lease is None and after.next_run_at == job.next_run_at  # released, due again: resumed later
+    assert inline.locker is not None and inline.locker.acquire(f"job:{job.id}", 1) is not None  # lock let go
+    thread.join(10)
+    assert inline.store.list_executions(job.id)[0].status is ExecutionStatus.INTERRUPTED
+
+
+def test_an_inline_handler_that_fails_is_retried_on_the_same_thread(inline: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    inline.add("test.flaky", payload={"succeed_on": 2, "path": str(log)}, max_retries=3, timeout=30)
+    seen: list[threading.Thread] = []
+    inline.registry.register("test.where", lambda ctx: seen.append(threading.current_thread()))
+    outcome = inline.runner().run(inline.claim_one())
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+    assert outcome.execution.attempts == 2 and lines(log) == 2
+    inline.add("test.where")
+    inline.runner().run(inline.claim_one())
+    assert seen == [threading.current_thread()]
 
 
 def test_an_async_handler_is_cancelled_at_its_deadline(real: Harness) -> None:

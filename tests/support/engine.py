@@ -22,7 +22,7 @@ EVERY_10 = CronSchedule("*/10 * * * * *")
 
 
 class Engine:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, inline: bool = False) -> None:
         self.store = store
         self.clock = FakeClock(T)
         self.metrics = RecordingMetrics()
@@ -30,7 +30,7 @@ class Engine:
         self.registry = Registry()
         self.registry.register("noop", lambda ctx: None)
         self.registry.register("long", self._long)
-        self.invoker = Invoker()
+        self.invoker = Invoker(inline=inline)
 
     def _long(self, ctx: HandlerContext) -> None:
         """Runs 25 s of fake time."""

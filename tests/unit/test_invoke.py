@@ -311,3 +311,155 @@ def test_interrupt_all_with_nothing_in_flight_is_harmless(invoker: Invoker, ctx_
 def test_handler_context_remaining_is_never_negative(ctx_factory: CtxFactory) -> None:
     assert 0.0 < ctx_factory(seconds=5).remaining() <= 5.0
     assert ctx_factory(seconds=-5).remaining() == 0.0
+
+
+# -- inline (sync handlers on the caller's thread, a watchdog keeping the deadline) -------------------------
+
+
+class TakeOvers:
+    """A ``take_over`` that records what it was given, and on which thread."""
+
+    def __init__(self) -> None:
+        self.results: list[AttemptResult] = []
+        self.threads: list[threading.Thread] = []
+        self.called = threading.Event()
+
+    def __call__(self, result: AttemptResult) -> None:
+        self.results.append(result)
+        self.threads.append(threading.current_thread())
+        self.called.set()
+
+
+def inline_in_thread(
+    invoker: Invoker, h: Handler, ctx: HandlerContext, timeout: float, take_over: TakeOvers, grace: float = 0.0
+) -> tuple[threading.Thread, list[AttemptResult]]:
+    results: list[AttemptResult] = []
+    thread = threading.Thread(
+        target=lambda: results.append(invoker.call(h, ctx, timeout, grace=grace, take_over=take_over)), daemon=True
+    )
+    thread.start()
+    return thread, results
+
+
+def test_inline_sync_handlers_run_on_the_callers_thread(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    seen: list[threading.Thread] = []
+    take_over = TakeOvers()
+    try:
+        here = handler("ok", lambda ctx: seen.append(threading.current_thread()))
+        ok = invoker.call(here, ctx_factory(), 5, take_over=take_over)
+        failed = invoker.call(handler("bad", lambda ctx: 1 / 0), ctx_factory(), 5, take_over=take_over)
+        assert ok == AttemptResult(AttemptKind.OK)
+        assert failed.kind is AttemptKind.ERROR and failed.error == "ZeroDivisionError: division by zero"
+        assert seen == [threading.current_thread()]
+        # without a take_over (a caller that cannot hand its fire on) the handler runs on a thread of its own
+        invoker.call(handler("ok", lambda ctx: seen.append(threading.current_thread())), ctx_factory(), 5)
+        assert seen[1] is not threading.current_thread()
+        assert take_over.results == []
+    finally:
+        invoker.close()
+
+
+def test_an_inline_handler_past_its_deadline_is_taken_over_while_it_runs(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    release = threading.Event()
+    stuck: list[threading.Thread] = []
+    counts: list[int] = []
+    invoker.on_stuck = stuck.append
+    invoker.on_abandoned = counts.append
+    take_over = TakeOvers()
+    ctx = ctx_factory(seconds=0.2)
+    thread, results = inline_in_thread(invoker, handler("stubborn", lambda c: release.wait(10)), ctx, 0.2, take_over)
+    try:
+        assert take_over.called.wait(5)  # the fire is finished for it, at the deadline
+        [result] = take_over.results
+        assert result.kind is AttemptKind.TIMEOUT and result.abandoned and "0.2" in (result.error or "")
+        assert take_over.threads[0] is not thread  # on a thread of its own: the caller is still in the handler
+        assert thread.is_alive() and results == []
+        assert wait_until(lambda: stuck == [thread])  # its caller's thread is reported, to be replaced
+        assert ctx.cancelled.is_set()
+        assert invoker.abandoned == 1 and counts == [1]
+    finally:
+        release.set()
+    thread.join(5)
+    # the straggler's own result is for nobody: the caller is told so, and does nothing more
+    assert results[0].taken_over and results[0].abandoned
+    assert invoker.abandoned == 0 and counts == [1, 0]
+    assert len(take_over.results) == 1
+    invoker.close()
+
+
+def test_an_inline_handler_that_stops_when_told_is_a_timeout_not_taken_over(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    take_over = TakeOvers()
+    stopped = threading.Event()
+
+    def polite(ctx: HandlerContext) -> None:
+        if ctx.cancelled.wait(5):
+            stopped.set()
+
+    try:
+        result = invoker.call(handler("polite", polite), ctx_factory(seconds=0.2), 0.2, grace=3.0, take_over=take_over)
+        assert stopped.is_set()
+        assert result.kind is AttemptKind.TIMEOUT and not result.abandoned and not result.taken_over
+        assert take_over.results == [] and invoker.abandoned == 0
+    finally:
+        invoker.close()
+
+
+def test_interrupt_all_hands_an_inline_call_to_its_take_over_as_interrupted(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    take_over = TakeOvers()
+    started, release = threading.Event(), threading.Event()
+
+    def busy(ctx: HandlerContext) -> None:
+        started.set()
+        release.wait(10)
+
+    thread, results = inline_in_thread(invoker, handler("busy", busy), ctx_factory(seconds=30), 30.0, take_over)
+    try:
+        assert started.wait(5)
+        invoker.interrupt_all()
+        assert take_over.called.wait(5)
+        assert take_over.results[0].kind is AttemptKind.INTERRUPTED and take_over.results[0].abandoned
+    finally:
+        release.set()
+    thread.join(5)
+    assert results[0].taken_over
+    invoker.close()
+
+
+def test_close_waits_for_the_take_overs_still_finishing_fires(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    release, finishing, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_take_over(result: AttemptResult) -> None:
+        finishing.set()
+        time.sleep(0.3)  # a store write that takes a while
+        finished.set()
+
+    stubborn = handler("stubborn", lambda c: release.wait(10))
+    thread = threading.Thread(
+        target=lambda: invoker.call(stubborn, ctx_factory(), 0.1, take_over=slow_take_over), daemon=True
+    )
+    thread.start()
+    try:
+        assert finishing.wait(5)
+        invoker.close()
+        assert finished.is_set()
+    finally:
+        release.set()
+    thread.join(5)
+
+
+def test_the_watchdog_forgets_calls_that_ended(ctx_factory: CtxFactory) -> None:
+    # each call's deadline (a job's timeout: a minute by default) outlives the call by far; the watchdog
+    # must not hold every finished call (and its context) until then
+    invoker = Invoker(inline=True)
+    take_over = TakeOvers()
+    try:
+        for _ in range(2_000):
+            invoker.call(handler("ok", lambda ctx: None), ctx_factory(seconds=60), 60.0, take_over=take_over)
+        assert len(invoker._watched) <= 4 * 1 + 64 + 1
+    finally:
+        invoker.close()

@@ -35,7 +35,7 @@ from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.ids import new_id
-from ticklock.domain.invoke import AttemptResult, Invoker
+from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Job, Overlap, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
 from ticklock.domain.overlap import following
@@ -88,6 +88,14 @@ _FINAL_SKIPS = {
 def _cause(execution: Execution) -> str:
     """What became of an execution left open: cut off by a shutdown, or its runner gone."""
     return "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
+
+
+def _cut_off(outcome: RunOutcome, cut: datetime | None) -> RunOutcome:
+    """A run that timed out at ``cut`` (cancel_other: its job's next slot) was cancelled, not late."""
+    if cut is None or outcome.status is not ExecutionStatus.TIMEOUT:
+        return outcome
+    why = f"cancelled: the next fire, {cut.isoformat()}, came due (overlap policy cancel_other)"
+    return replace(outcome, status=ExecutionStatus.CANCELLED, error=f"{why}; {outcome.error}")
 
 
 class LockFailure(enum.StrEnum):
@@ -255,21 +263,45 @@ class TaskRunner:
                     log.warning("fire.advance_failed", extra={**fields, "error": exc.message})
                     together = False
             # 3. run
-            outcome = self._run(fire, handler, execution, fields)
-            # a straggler past its deadline keeps the lock; a cut-off at shutdown dies with the process
-            keep_lock = outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)
-            if lock_token and not keep_lock:
-                # the run is over: the lock goes before the advance makes the job claimable, so that a fire
-                # due at once (a buffered one, the one that cancelled this) does not meet it and wait out its
-                # lease. Safe: a second delivery of this fire meets its row, RUNNING or final
-                self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
-                lock_token = ""
-            # 4. finalise, 5. advance
-            return Outcome(execution=self._finish(fire, execution, outcome, fields, advance=not together))
+            advance = not together
+
+            def conclude(outcome: RunOutcome) -> Execution:
+                return self._conclude(fire, execution, outcome, fields, key, lock_token, advance=advance)
+
+            outcome = self._run(fire, handler, execution, fields, conclude)
+            if outcome.taken_over:  # its attempt outlived the deadline: ``conclude`` ran on another thread
+                keep_lock = True
+                return Outcome(execution=execution)
+            keep_lock = True  # ``conclude`` has it now
+            return Outcome(execution=conclude(outcome))
         finally:
             if lock_token and not keep_lock:
-                # A handler thread still running past its deadline keeps the lock until its TTL.
+                # the record or the run failed: nothing of this fire holds the job any longer
                 self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
+
+    def _conclude(
+        self,
+        fire: Fire,
+        execution: Execution,
+        outcome: RunOutcome,
+        fields: dict[str, Any],
+        key: str,
+        lock_token: str,
+        *,
+        advance: bool,
+    ) -> Execution:
+        """Steps 4 and 5 once the run is over: on the fire's own thread, or on a take-over's (an inline
+        handler past its deadline, ``Invoker``)."""
+        # a straggler past its deadline keeps the lock until its TTL; a cut-off at shutdown dies with the
+        # process
+        keep_lock = outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)
+        if lock_token and not keep_lock:
+            # the run is over: the lock goes before the advance makes the job claimable, so that a fire due
+            # at once (a buffered one, the one that cancelled this) does not meet it and wait out its lease.
+            # Safe: a second delivery of this fire meets its row, RUNNING or final
+            self._safely("lock.release_failed", fields, self.locker.release, key, lock_token)
+        # 4. finalise, 5. advance
+        return self._finish(fire, execution, outcome, fields, advance=advance)
 
     def _once_the_lock_is_free(self, fire: Fire, key: str, ttl: float) -> str | None:
         """The lock is held. A LOCK_HELD skip leaves the fire to the run holding it, and that is right
@@ -441,7 +473,14 @@ class TaskRunner:
         return True
 
     # -- step 3 -----------------------------------------------------------------------------------
-    def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any]) -> RunOutcome:
+    def _run(
+        self,
+        fire: Fire,
+        handler: Handler,
+        execution: Execution,
+        fields: dict[str, Any],
+        conclude: Callable[[RunOutcome], object],
+    ) -> RunOutcome:
         job = fire.job
         adapter = FireLogger(
             logging.getLogger(f"ticklock.handler.{handler.name}"),
@@ -470,7 +509,19 @@ class TaskRunner:
                 logger=adapter,
                 now=self.clock.now,
             )
-            result = self.invoker.call(handler, ctx, seconds_left, grace=grace)
+
+            def take_over(result: AttemptResult) -> None:
+                # the attempt is given up on the caller's behalf: what ``run_with_retries`` and the cut below
+                # would have made of it, concluded here
+                failed = {"attempt": ctx.attempt, "outcome": result.kind.value, "error": result.error}
+                log.warning("attempt.failed", extra={**fields, **failed})
+                cut_off = result.kind is AttemptKind.INTERRUPTED
+                status = ExecutionStatus.INTERRUPTED if cut_off else ExecutionStatus.TIMEOUT
+                conclude(_cut_off(RunOutcome(status, number, result.error, abandoned=True), cut))
+
+            result = self.invoker.call(handler, ctx, seconds_left, grace=grace, take_over=take_over)
+            if result.taken_over:
+                return result
             if result.error:
                 log.warning(
                     "attempt.failed",
@@ -481,10 +532,7 @@ class TaskRunner:
         outcome = run_with_retries(
             attempt, clock=self.clock, deadline=deadline, max_retries=job.max_retries, cancel=self.shutdown
         )
-        if cut is None or outcome.status is not ExecutionStatus.TIMEOUT:
-            return outcome
-        why = f"cancelled: the next fire, {cut.isoformat()}, came due (overlap policy cancel_other)"
-        return replace(outcome, status=ExecutionStatus.CANCELLED, error=f"{why}; {outcome.error}")
+        return outcome if outcome.taken_over else _cut_off(outcome, cut)
 
     # -- steps 4 and 5 ----------------------------------------------------------------------------
     def _finish(

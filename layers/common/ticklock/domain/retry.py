@@ -31,6 +31,7 @@ class RunOutcome:
     attempts: int
     error: str | None = None
     abandoned: bool = False  # the last attempt's sync thread still runs: keep the job's lock until its TTL
+    taken_over: bool = False  # the last attempt was given up inline, and its take-over finished the fire
 
 
 Attempt = Callable[[int, float], AttemptResult]
@@ -53,9 +54,9 @@ def run_with_retries(
         if result.kind is AttemptKind.OK:
             return RunOutcome(ExecutionStatus.SUCCESS, number)
         if result.kind is AttemptKind.TIMEOUT:
-            return RunOutcome(ExecutionStatus.TIMEOUT, number, result.error, result.abandoned)
+            return RunOutcome(ExecutionStatus.TIMEOUT, number, result.error, result.abandoned, result.taken_over)
         if result.kind is AttemptKind.INTERRUPTED:
-            return RunOutcome(ExecutionStatus.INTERRUPTED, number, result.error, result.abandoned)
+            return RunOutcome(ExecutionStatus.INTERRUPTED, number, result.error, result.abandoned, result.taken_over)
         last_error = result.error
         if number > max_retries:
             return RunOutcome(ExecutionStatus.FAILED, number, last_error)

@@ -66,9 +66,11 @@ class LocalService:
             registry=self.registry,
             clock=self.clock,
             owner=self.owner,
+            inline=True,
         )
         self.invoker = self.runner.invoker
         self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
+        self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
         self.dispatcher = build_dispatcher(
             s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics, owner=self.owner

@@ -73,9 +73,12 @@ def build_runner(
     registry: Registry,
     clock: Clock,
     owner: str,
+    inline: bool = False,
 ) -> TaskRunner:
-    """The five steps, with an invoker that reports abandoned handler threads to the metrics."""
-    invoker = Invoker()
+    """The five steps, with an invoker that reports abandoned handler threads to the metrics. ``inline``:
+    sync handlers run on the worker's own thread (the caller replaces a worker stuck past a deadline,
+    ``Invoker.on_stuck``)."""
+    invoker = Invoker(inline=inline)
     invoker.on_abandoned = metrics.abandoned.set
     alerts = Alerts(
         store=store,

@@ -1,0 +1,167 @@
+"""The local worker pool: quick fires on as few threads as keep up, slow ones spread, stuck ones replaced."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from tests.support.factories import make_job, manual_fire
+from ticklock.adapters.queue.local import WorkerPool
+from ticklock.domain.jobs import Fire
+
+
+def fire(name: str = "job") -> Fire:
+    job = make_job(name=name)
+    assert job.next_run_at is not None
+    return manual_fire(job, job.next_run_at)
+
+
+def fires(count: int) -> list[Fire]:
+    return [fire(f"job-{i}") for i in range(count)]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+class Frozen:
+    """A monotonic clock that stands still unless moved: a worker's item never grows slow by itself."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_quick_fires_run_one_at_a_time_while_a_worker_keeps_up() -> None:
+    # With the clock standing still every running worker stays quick, so no idle worker is woken while
+    # one runs: each hand-over to another thread costs about a fire's CPU, and buys nothing under the GIL
+    running, most = 0, 0
+    mutex = threading.Lock()
+    done = threading.Semaphore(0)
+
+    def run(given: Fire) -> None:
+        nonlocal running, most
+        with mutex:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.0005)  # lets the GIL go, as a store write does: an idle worker would get to run now
+        with mutex:
+            running -= 1
+        done.release()
+
+    pool = WorkerPool(run, workers=8, queue_size=16, monotonic=Frozen())
+    for each in fires(300):
+        pool.submit(each)
+    for _ in range(300):
+        assert done.acquire(timeout=10)
+    assert pool.stop(5)
+    assert most == 1
+
+
+def test_slow_fires_are_spread_over_the_workers() -> None:
+    # Eight fires that each wait for the other seven: they all finish only if eight workers run them at once
+    together = threading.Barrier(8, timeout=10)
+    broken: list[BaseException] = []
+
+    def run(given: Fire) -> None:
+        try:
+            together.wait()
+        except threading.BrokenBarrierError as exc:
+            broken.append(exc)
+
+    pool = WorkerPool(run, workers=8, queue_size=16)
+    for each in fires(8):
+        pool.submit(each)
+    assert pool.stop(15)
+    assert broken == []
+
+
+def test_a_fire_behind_a_slow_one_is_not_held_up_by_it() -> None:
+    # the first fire's worker is in a slow handler; the next fire goes to another worker
+    release = threading.Event()
+    ran = threading.Event()
+
+    def run(given: Fire) -> None:
+        if given.job.name == "slow":
+            release.wait(10)
+        else:
+            ran.set()
+
+    pool = WorkerPool(run, workers=2)
+    try:
+        pool.submit(fire("slow"))
+        pool.submit(fire("quick"))
+        assert ran.wait(5)
+    finally:
+        release.set()
+    assert pool.stop(5)
+
+
+def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
+    release = threading.Event()
+    stuck_in: list[threading.Thread] = []
+    ran: list[str] = []
+    entered = threading.Event()
+
+    def run(given: Fire) -> None:
+        if given.job.name == "hangs":
+            stuck_in.append(threading.current_thread())
+            entered.set()
+            release.wait(30)
+        ran.append(threading.current_thread().name)
+
+    pool = WorkerPool(run, workers=1)
+    try:
+        pool.submit(fire("hangs"))
+        assert entered.wait(5)
+        assert pool.busy() == 1
+        pool.stuck(stuck_in[0])  # what the invoker reports once the handler is given up
+        assert pool.busy() == 0  # a retired worker is not busy: its fire was finished elsewhere
+        pool.submit(fire("next"))
+        assert wait_until(lambda: len(ran) == 1)
+        assert ran[0] != stuck_in[0].name  # run by the worker started in the stuck one's place
+        assert pool.stop(5)  # the stuck worker is not waited for
+        assert stuck_in[0].is_alive()
+    finally:
+        release.set()
+    stuck_in[0].join(5)
+    assert not stuck_in[0].is_alive()  # it ended once its handler returned, taking nothing more
+    assert len(ran) == 2
+
+
+def test_reporting_a_thread_that_is_not_a_worker_changes_nothing() -> None:
+    pool = WorkerPool(lambda given: None, workers=2)
+    pool.stuck(threading.current_thread())
+    assert pool.busy() == 0
+    done = threading.Event()
+    pool._run = lambda given: done.set()
+    pool.submit(fires(1)[0])
+    assert done.wait(5)
+    assert pool.stop(5)
+
+
+def test_unstarted_fires_are_drained_at_shutdown() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def run(given: Fire) -> None:
+        entered.set()
+        release.wait(10)
+
+    pool = WorkerPool(run, workers=1, queue_size=10)
+    batch = fires(5)
+    for each in batch:
+        pool.submit(each)
+    assert entered.wait(5)
+    drained = pool.drain_unstarted()
+    release.set()
+    assert pool.stop(5)
+    assert [f.job.id for f in drained] == [f.job.id for f in batch[1:]]

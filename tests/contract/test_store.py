@@ -13,7 +13,7 @@ from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.domain.jobs import AlertRules, ExecutionStatus, Fire, Job, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
-from ticklock.ports import Store
+from ticklock.ports import Completion, Store
 
 SLACK = timedelta(seconds=30)
 
@@ -513,3 +513,56 @@ def test_concurrent_completes_each_advance_their_own_job(store: Store) -> None:
         stored = store.get_job(job.id)
         assert stored.lease is None
         assert stored.next_run_at == (T0 + timedelta(hours=5) if job.id == edited.id else T0 + timedelta(seconds=60))
+
+
+# -- the runner's batches: each item as if alone, in order ------------------------------------------
+def test_start_executions_records_each_fire_once_in_order(store: Store) -> None:
+    for _ in range(5):
+        store.add_job(make_job())
+    fires = [Fire.of(j) for j in claim(store)]
+    earlier = store.start_execution(make_execution(fires[1])).execution  # a fire already recorded
+    fresh = [make_execution(f) for f in fires]
+    twice = make_execution(fires[3])  # the same fire given twice in one batch
+    started = store.start_executions([*fresh, twice])
+    assert [s.created for s in started] == [True, False, True, True, True, False]
+    assert started[1].execution == earlier  # the stored row, unchanged
+    assert started[5].execution == fresh[3]  # the first of the two
+    for execution in (fresh[0], fresh[2], fresh[3], fresh[4]):
+        assert store.get_execution(execution.id) == execution
+    assert store.execution_for(fires[1].key) == earlier
+    assert store.start_executions([]) == []
+
+
+def test_complete_many_completes_each_as_complete_would(store: Store) -> None:
+    for _ in range(4):
+        store.add_job(make_job())
+    claimed = claim(store)
+    fires = [Fire.of(j) for j in claimed]
+    executions = [store.start_execution(make_execution(f)).execution for f in fires]
+    # 1: its finish was taken over by another runner; 2: its claim was given back since
+    store.take_over_execution(executions[1].with_changes(run_token="theirs", resumes=1),
+                              previous_token=executions[1].run_token)  # fmt: skip
+    assert claimed[2].lease is not None
+    store.release(claimed[2].id, claimed[2].lease.token)
+    statuses = [ExecutionStatus.SUCCESS, ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT]
+    done = [
+        e.with_changes(status=s, attempts=1, finished_at=T0, duration=0.1)
+        for e, s in zip(executions, statuses, strict=True)
+    ]
+    later = T0 + timedelta(seconds=60)
+    completions = [Completion(d, f, later) for d, f in zip(done, fires, strict=True)]
+    assert store.complete_many(completions, now=T0) == [(True, True), (False, False), (True, False), (True, True)]
+    assert [store.get_execution(e.id).status for e in executions] == [
+        ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT
+    ]  # fmt: skip
+    after = [store.get_job(j.id) for j in claimed]
+    assert [j.next_run_at for j in after] == [later, T0, T0, later]
+    assert after[2].lease is None
+    assert after[1].lease == claimed[1].lease  # not advanced: its finish did not apply
+    summaries = [(r.status.value, r.runs) if (r := j.last_run) else None for j in after]
+    assert summaries == [("success", 1), None, ("failed", 1), ("timeout", 1)]  # each run counted once
+    # once more: every finish is guarded, nothing applies twice
+    assert store.complete_many(completions, now=T0) == [(False, False)] * 4
+    again = [store.get_job(j.id).last_run for j in claimed]
+    assert [r.runs if r else 0 for r in again] == [1, 0, 1, 1]
+    assert store.complete_many([], now=T0) == []

@@ -14,6 +14,7 @@ from tests.support.factories import make_execution
 from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
+from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import ExecutionStatus, Trigger
 from ticklock.domain.lifecycle import MAX_RESUMES, FireLog, LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
@@ -138,11 +139,18 @@ def test_an_inline_handler_ignoring_its_deadline_is_finished_while_it_runs_and_k
 
 
 def test_an_inline_run_cut_off_at_shutdown_is_interrupted_and_released(inline: Harness) -> None:
-    job = inline.add("test.sleep", payload={"seconds": 1.5}, timeout=30)
+    entered, release = threading.Event(), threading.Event()
+
+    def busy(ctx: Any) -> None:
+        entered.set()
+        release.wait(1.5)  # ignores the cut-off
+
+    inline.registry.register("test.busy", busy)
+    job = inline.add("test.busy", timeout=30)
     runner = inline.runner()
     fire = inline.claim_one()
     thread, _ = run_in_thread(runner, fire)
-    assert wait_for(lambda: bool(inline.store.list_executions(job.id)))
+    assert entered.wait(10)  # the handler runs: the cut-off meets it, not the attempt's start
     runner.shutdown.set()
     inline.invoker.interrupt_all()
 
@@ -158,17 +166,26 @@ def test_an_inline_run_cut_off_at_shutdown_is_interrupted_and_released(inline: H
     assert inline.store.list_executions(job.id)[0].status is ExecutionStatus.INTERRUPTED
 
 
-def test_an_inline_handler_that_fails_is_retried_on_the_same_thread(inline: Harness, tmp_path: Path) -> None:
-    log = tmp_path / "calls"
-    inline.add("test.flaky", payload={"succeed_on": 2, "path": str(log)}, max_retries=3, timeout=30)
+def test_an_inline_handler_that_fails_is_retried_on_the_same_thread(fake: Harness) -> None:
     seen: list[threading.Thread] = []
-    inline.registry.register("test.where", lambda ctx: seen.append(threading.current_thread()))
-    outcome = inline.runner().run(inline.claim_one())
+
+    def flaky(ctx: Any) -> None:
+        seen.append(threading.current_thread())
+        if ctx.attempt < 2:
+            raise RuntimeError("first try")
+
+    runner = fake.runner()
+    runner.invoker = Invoker(inline=True)
+    fake.registry.register("test.flaky_here", flaky)
+    fake.add("test.flaky_here", max_retries=3, timeout=30)
+    try:
+        outcome = runner.run(fake.claim_one())
+    finally:
+        runner.invoker.close()
     assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
-    assert outcome.execution.attempts == 2 and lines(log) == 2
-    inline.add("test.where")
-    inline.runner().run(inline.claim_one())
-    assert seen == [threading.current_thread()]
+    assert isinstance(fake.clock, FakeClock) and fake.clock.sleeps == [1.0]  # (fake time: the backoff is instant)
+    assert outcome.execution.attempts == 2
+    assert seen == [threading.current_thread()] * 2
 
 
 def test_an_async_handler_is_cancelled_at_its_deadline(real: Harness) -> None:

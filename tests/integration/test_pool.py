@@ -84,6 +84,47 @@ def test_slow_fires_are_spread_over_the_workers() -> None:
     assert broken == []
 
 
+def test_fires_queued_behind_busy_workers_are_spread_when_they_turn_out_slow() -> None:
+    # Both workers busy while two fires queue; they come back together: one takes the first queued fire
+    # (quick, for now), the other sees it quick and waits. That fire waits for the second to start: it
+    # does once the clock says the first has run past ``stall`` and the waiting worker is woken for it
+    clock = Frozen()
+    gate = threading.Event()
+    together = threading.Barrier(2, timeout=10)
+    broken: list[BaseException] = []
+    entered = threading.Semaphore(0)
+    paired = threading.Semaphore(0)
+
+    def run(given: Fire) -> None:
+        if given.job.name.startswith("busy"):
+            entered.release()
+            gate.wait(10)
+            return
+        paired.release()
+        try:
+            together.wait()
+        except threading.BrokenBarrierError as exc:
+            broken.append(exc)
+        met.release()
+
+    met = threading.Semaphore(0)
+    pool = WorkerPool(run, workers=2, queue_size=8, monotonic=clock)
+    pool.submit(fire("busy-1"))
+    pool.submit(fire("busy-2"))
+    assert entered.acquire(timeout=5)
+    clock.now += 1  # busy-1 is slow now: the idle worker is woken for busy-2
+    assert entered.acquire(timeout=5)
+    time.sleep(0.05)  # the watcher, with nothing queued, goes back to sleeping until told
+    pool.submit(fire("paired-1"))
+    pool.submit(fire("paired-2"))
+    gate.set()
+    assert paired.acquire(timeout=5)
+    clock.now += 1  # the paired fire that started is slow now
+    assert met.acquire(timeout=15) and met.acquire(timeout=15)  # before the shutdown wakes everyone
+    assert broken == []
+    assert pool.stop(5)
+
+
 def test_a_fire_behind_a_slow_one_is_not_held_up_by_it() -> None:
     # the first fire's worker is in a slow handler; the next fire goes to another worker
     release = threading.Event()

@@ -463,3 +463,52 @@ def test_the_watchdog_forgets_calls_that_ended(ctx_factory: CtxFactory) -> None:
         assert len(invoker._watched) <= 4 * 1 + 64 + 1
     finally:
         invoker.close()
+
+
+def test_a_straggler_returns_only_once_its_thread_is_reported_stuck(ctx_factory: CtxFactory) -> None:
+    # else its worker could take another fire before the pool retires it (and the pool would lose track)
+    invoker = Invoker(inline=True)
+    reported = threading.Event()
+
+    def slow_report(thread: threading.Thread) -> None:
+        time.sleep(0.3)
+        reported.set()
+
+    invoker.on_stuck = slow_report
+    polite = handler("polite", lambda ctx: ctx.cancelled.wait(5))  # returns as soon as it is given up
+    try:
+        result = invoker.call(polite, ctx_factory(seconds=0.1), 0.1, take_over=TakeOvers())
+        assert result.taken_over
+        assert reported.is_set()
+    finally:
+        invoker.close()
+
+
+def test_the_watchdog_outlives_a_failing_callback(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+
+    def broken(thread: threading.Thread) -> None:
+        raise RuntimeError("no thread to spare")
+
+    invoker.on_stuck = broken
+    release = threading.Event()
+    stubborn = handler("stubborn", lambda ctx: release.wait(0.5))
+    try:
+        for _ in range(2):  # the second call is given up too: the watchdog still runs
+            take_over = TakeOvers()
+            result = invoker.call(stubborn, ctx_factory(seconds=0.05), 0.05, take_over=take_over)
+            assert take_over.called.is_set() and result.taken_over
+    finally:
+        release.set()
+        invoker.close()
+
+
+def test_an_inline_call_after_interrupt_all_does_not_start(ctx_factory: CtxFactory) -> None:
+    invoker = Invoker(inline=True)
+    ran: list[bool] = []
+    try:
+        invoker.interrupt_all()
+        result = invoker.call(handler("late", lambda ctx: ran.append(True)), ctx_factory(), 5, take_over=TakeOvers())
+        assert result.kind is AttemptKind.INTERRUPTED and ran == []
+    finally:
+        invoker.close()

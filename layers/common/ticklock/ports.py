@@ -51,6 +51,15 @@ class Started:
     created: bool
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One run's ``Store.complete``, for ``Store.complete_many``."""
+
+    execution: Execution
+    fire: Fire
+    next_run_at: datetime | None
+
+
 class Store(Protocol):
     """Where jobs and executions live. Raises ``StoreUnavailable`` when the backend fails."""
 
@@ -147,6 +156,14 @@ class Store(Protocol):
         """
         ...
 
+    def start_executions(self, executions: Sequence[Execution]) -> list[Started]:
+        """``start_execution`` for each, in order, in as few writes as the backend allows (one SQLite
+        transaction): the runner records the fires it took together at once. Each is judged as if alone,
+        after the ones before it (a fire key given twice: the second gets the first's row, created False).
+        ``StoreUnavailable`` if the store fails; the rows written before it, if any, stand (each is a fire's
+        own record, and a later ``start_execution`` of that fire finds it)."""
+        ...
+
     def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
         """Resume a fire whose owner vanished: store ``execution`` (new run token, owner, times, status
         RUNNING) only if the row still carries ``previous_token``. Returns whether it did."""
@@ -164,6 +181,13 @@ class Store(Protocol):
     ) -> tuple[bool, bool]:
         """``finish_execution`` then, only if it applied, ``advance``: the hot path's two writes in one step
         where the backend allows (one SQLite transaction). Returns (finished, advanced)."""
+        ...
+
+    def complete_many(self, completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
+        """``complete`` for each, in order, in as few writes as the backend allows (one SQLite transaction).
+        Returns each one's (finished, advanced), as ``complete`` would have. ``StoreUnavailable`` if the store
+        fails; what was written before it stands (each write is guarded, so a caller may complete each again
+        and learn from ``get_execution`` whether its finish had applied)."""
         ...
 
     def get_execution(self, execution_id: str) -> Execution:

@@ -63,8 +63,8 @@ _NO_EVENT: Any = _NoEvent()
 
 
 class _Call:
-    __slots__ = ("abandoned", "ctx", "done", "error", "finished", "grace", "interrupted", "kind", "take_over",
-                 "thread", "timeout", "told")  # fmt: skip
+    __slots__ = ("abandoned", "ctx", "done", "error", "finished", "grace", "interrupted", "kind", "settled",
+                 "take_over", "taken", "thread", "timeout", "told")  # fmt: skip
 
     def __init__(self, *, inline: bool = False) -> None:
         # an inline call's thread waits for nobody (the watchdog keeps its time): no event to build
@@ -81,6 +81,8 @@ class _Call:
         self.timeout = 0.0
         self.grace = 0.0
         self.told = False  # the deadline passed: ``ctx.cancelled`` is set, the grace runs
+        self.settled: threading.Event | None = None  # set once an abandonment has run its course (``_abandon``)
+        self.taken = False  # abandoned, and its take-over started: the fire is the take-over's
 
 
 class _Runner:
@@ -140,6 +142,7 @@ class Invoker:
         self._wake = threading.Condition(self._lock)
         self._watchdog: threading.Thread | None = None
         self._taking_over: set[threading.Thread] = set()
+        self._interrupted = False
 
     @property
     def abandoned(self) -> int:
@@ -161,12 +164,14 @@ class Invoker:
         ``take_over`` on an inline invoker, a sync handler runs on this thread (module docstring)."""
         inline = self.inline and take_over is not None and not handler.is_async
         call = _Call(inline=inline)
+        if inline:  # all set before ``interrupt_all`` can see the call
+            call.ctx, call.take_over, call.thread = ctx, take_over, threading.current_thread()
+            call.timeout, call.grace = timeout, grace
         with self._lock:
             self._inflight.add(call)
         try:
             if inline:
-                assert take_over is not None
-                return self._call_inline(handler, ctx, timeout, call, grace, take_over)
+                return self._call_inline(handler, ctx, call)
             if handler.is_async:
                 return self._call_async(handler, ctx, timeout, call)
             return self._call_sync(handler, ctx, timeout, call, grace)
@@ -177,6 +182,7 @@ class Invoker:
     def interrupt_all(self) -> None:
         """Make every call in flight return INTERRUPTED now (their handlers see ``cancelled``)."""
         with self._lock:
+            self._interrupted = True  # an inline call starting after this is cut off before its handler runs
             calls = list(self._inflight)
         for call in calls:
             call.interrupted = True
@@ -187,10 +193,12 @@ class Invoker:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the threads; first wait (up to ``timeout``) for the take-overs still finishing fires."""
         ends_at = time.monotonic() + timeout
-        with self._lock:
-            taking_over = list(self._taking_over)
-        for thread in taking_over:
-            thread.join(max(0.0, ends_at - time.monotonic()))
+        while time.monotonic() < ends_at:
+            with self._lock:
+                taking_over = next(iter(self._taking_over), None)
+            if taking_over is None:
+                break
+            taking_over.join(max(0.0, min(0.1, ends_at - time.monotonic())))
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
@@ -246,16 +254,14 @@ class Invoker:
         return keep
 
     # -- inline ---------------------------------------------------------------------------------------
-    def _call_inline(
-        self, handler: Handler, ctx: HandlerContext, timeout: float, call: _Call, grace: float, take_over: TakeOver
-    ) -> AttemptResult:
-        call.ctx, call.take_over, call.thread = ctx, take_over, threading.current_thread()
-        call.timeout, call.grace = timeout, grace
+    def _call_inline(self, handler: Handler, ctx: HandlerContext, call: _Call) -> AttemptResult:
         with self._lock:
+            if self._interrupted:  # the service is being cut off: no handler starts now
+                return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown")
             if self._watchdog is None:
                 self._watchdog = threading.Thread(target=self._watch, name="ticklock-watchdog", daemon=True)
                 self._watchdog.start()
-            at = time.monotonic() + timeout
+            at = time.monotonic() + call.timeout
             if not self._watched or at < self._watched[0][0]:
                 self._wake.notify()
             if len(self._watched) > 4 * len(self._inflight) + 64:
@@ -270,18 +276,29 @@ class Invoker:
             call.kind, call.error = AttemptKind.ERROR, describe(exc)
         with self._lock:
             call.finished = True
-            abandoned, told = call.abandoned, call.told
+            abandoned, told, settled = call.abandoned, call.told, call.settled
             if not abandoned:
                 call.ctx = call.take_over = None  # its entry may stay in the watchdog's heap a while
-            if abandoned:
+        if abandoned:
+            assert settled is not None
+            settled.wait()  # until its take-over has started and its thread is reported (``_abandon``)
+            with self._lock:
                 self._abandoned -= 1
-            count = self._abandoned
-        if abandoned:  # its take-over finished the fire: what the handler did now is for nobody
-            self.on_abandoned(count)
-            return AttemptResult(AttemptKind.TIMEOUT, "returned after its take-over", abandoned=True, taken_over=True)
+                count = self._abandoned
+            self._report_abandoned(count)
+            if call.taken:  # its take-over finished the fire: what the handler did now is for nobody
+                return AttemptResult(AttemptKind.TIMEOUT, "returned after its take-over", abandoned=True,
+                                     taken_over=True)  # fmt: skip
+            told = True  # no take-over could start: this (late) return is the attempt's end after all
         if told:  # it stopped when told: past its time, but nothing is left running
-            return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {timeout:.3g}s")
+            return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {call.timeout:.3g}s")
         return AttemptResult(call.kind, call.error)
+
+    def _report_abandoned(self, count: int) -> None:
+        try:
+            self.on_abandoned(count)
+        except Exception:
+            log.exception("invoker.on_abandoned_failed")
 
     def _watch(self) -> None:
         """The watchdog: tells each inline call at its deadline, and abandons it when the grace is over."""
@@ -309,28 +326,43 @@ class Invoker:
                 self._lock.release()  # the callbacks run without the lock
                 try:
                     self._abandon(call, result)
+                except Exception:  # the watchdog must outlive any one abandonment
+                    log.exception("invoker.abandon_failed")
                 finally:
                     self._lock.acquire()
 
     def _abandon(self, call: _Call, result: AttemptResult) -> None:
         """Give the inline ``call`` up (unless its handler returned meanwhile): its fire is finished with
-        ``result`` by its ``take_over`` on a new thread, and its own thread is reported stuck."""
+        ``result`` by its ``take_over`` on a new thread, and its own thread is reported stuck. Until that is
+        done (``settled``) the handler's return waits, so that its thread takes no other work first."""
         with self._lock:
             if call.finished or call.abandoned:
                 return
             call.abandoned = True
+            call.settled = settled = threading.Event()
             self._abandoned += 1
             count = self._abandoned
             ctx, take_over, stuck = call.ctx, call.take_over, call.thread
-        assert ctx is not None and take_over is not None and stuck is not None
-        ctx.cancelled.set()
-        self.on_abandoned(count)
-        thread = threading.Thread(target=self._take_over, args=(take_over, result), name="ticklock-take-over")
-        thread.daemon = True
-        with self._lock:  # in the set before it runs: ``close`` waits for it (it leaves the set under the lock)
-            self._taking_over.add(thread)
-            thread.start()
-        self.on_stuck(stuck)
+        try:
+            assert ctx is not None and take_over is not None and stuck is not None
+            ctx.cancelled.set()
+            self._report_abandoned(count)
+            thread = threading.Thread(target=self._take_over, args=(take_over, result), name="ticklock-take-over")
+            thread.daemon = True
+            with self._lock:  # in the set before it runs: ``close`` waits for it (it leaves under the lock)
+                self._taking_over.add(thread)
+                try:
+                    thread.start()
+                except BaseException:
+                    self._taking_over.discard(thread)
+                    raise
+                call.taken = True
+            try:
+                self.on_stuck(stuck)
+            except Exception:  # the pool keeps a worker fewer: the fire is finished all the same
+                log.exception("invoker.on_stuck_failed")
+        finally:
+            settled.set()
 
     def _take_over(self, take_over: TakeOver, result: AttemptResult) -> None:
         try:

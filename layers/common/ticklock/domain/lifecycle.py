@@ -24,9 +24,10 @@ import enum
 import logging
 import math
 import threading
+import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,7 +43,7 @@ from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import JobNotFound, LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
-from ticklock.ports import Locker, Metrics, Publisher, Store
+from ticklock.ports import Completion, Locker, Metrics, Publisher, Started, Store
 
 log = logging.getLogger("ticklock.lifecycle")
 DISABLE_TRIES = 5
@@ -50,6 +51,10 @@ DISABLE_TRIES = 5
 MAX_RESUMES = 3
 ORPHANS_PER_SWEEP = 100
 
+
+# A handler is quick once QUICK_RUNS runs of it averaged (moving) under QUICK_SECONDS, the last under ten
+# times that: only its fires are run in batches (``run_many``), where each waits for the ones before it.
+QUICK_RUNS, QUICK_SECONDS = 20, 0.002
 
 # seconds between tries of a run's final write while the store is out
 COMPLETE_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -88,6 +93,52 @@ _FINAL_SKIPS = {
 def _cause(execution: Execution) -> str:
     """What became of an execution left open: cut off by a shutdown, or its runner gone."""
     return "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
+
+
+def _fields(fire: Fire) -> dict[str, Any]:
+    """The log fields of a fire."""
+    job = fire.job
+    return {
+        "job_id": job.id,
+        "job_name": job.name,
+        "fire_time": fire.scheduled_at.isoformat(),
+        "trigger": fire.trigger.value,
+        "handler": job.handler,
+    }
+
+
+@dataclass(slots=True)
+class _Ready:
+    """A fire of a batch past its checks, holding its job's lock, its execution about to be recorded."""
+
+    fire: Fire
+    handler: Handler
+    fields: dict[str, Any]
+    key: str
+    token: str
+    execution: Execution
+    done: Execution | None = None  # as finalised
+
+
+@dataclass
+class _Batch:
+    """The recorded fires of a batch: the ones from ``next`` on are still to run, ``ran`` wait for their
+    final write. One thread has it at a time: the worker, or the take-over of a run past its deadline."""
+
+    items: list[_Ready]
+    next: int = 0
+    ran: list[tuple[_Ready, RunOutcome]] = field(default_factory=list)
+
+
+def _done(execution: Execution, outcome: RunOutcome, now: datetime) -> Execution:
+    """``execution`` as its run ended at ``now``."""
+    return execution.with_changes(
+        status=outcome.status,
+        attempts=execution.attempts + outcome.attempts,
+        error=outcome.error,
+        finished_at=now,
+        duration=(now - execution.started_at).total_seconds(),
+    )
 
 
 def _cut_off(outcome: RunOutcome, cut: datetime | None) -> RunOutcome:
@@ -200,17 +251,13 @@ class TaskRunner:
         self.fire_log = fire_log
         self.tally = FireTally(clock)
         self.shutdown = threading.Event()
+        self._speed: dict[str, tuple[int, float]] = {}  # handler: (runs timed, moving average of seconds)
+        self._quick: dict[str, bool] = {}
 
     def run(self, fire: Fire) -> Outcome:
         job = fire.job
         self._held_if_reached(fire)
-        fields = {
-            "job_id": job.id,
-            "job_name": job.name,
-            "fire_time": fire.scheduled_at.isoformat(),
-            "trigger": fire.trigger.value,
-            "handler": job.handler,
-        }
+        fields = _fields(fire)
         handler = self.registry.get(job.handler)
         if handler is None:
             log.warning(
@@ -303,6 +350,171 @@ class TaskRunner:
         # 4. finalise, 5. advance
         return self._finish(fire, execution, outcome, fields, advance=advance)
 
+    # -- several fires at once ------------------------------------------------------------------------
+    def batchable(self, fire: Fire) -> bool:
+        """Whether ``fire`` may be taken with others (``run_many``): its handler is quick, and it needs
+        nothing of the single path's (no retries, whose backoff would hold up the batch; no hold reached;
+        no backfill; not allow_all)."""
+        job = fire.job
+        return (
+            self._quick.get(job.handler, False)
+            and job.max_retries == 0
+            and job.hold is None
+            and fire.trigger is not Trigger.BACKFILL
+            and job.policy.overlap is not Overlap.ALLOW_ALL
+        )
+
+    def run_many(self, fires: Sequence[Fire]) -> list[Outcome]:
+        """Fires taken together (each ``batchable``), each through the five steps as ``run`` takes it, with
+        their records written in one store write and their final states in one: under a burst each fire
+        then shares its two commits with the batch. A fire off the common path (its lock held, its lease
+        short, late, an execution of it there already) goes through ``run`` after the batch. A run that
+        outlives its deadline is concluded by its take-over, which goes on with the rest of the batch; the
+        outcomes returned are then the ones known (the rest are empty). The batch's executions share one
+        ``started_at``: a fire's handler starts after those before it in the batch (quick ones)."""
+        outcomes = [Outcome() for _ in fires]
+        if len(fires) == 1:
+            return [self.run(fires[0])]
+        now = self.clock.now()
+        ready: list[tuple[int, _Ready]] = []
+        alone: list[int] = []
+        for i, fire in enumerate(fires):
+            item = self._ready(fire, now)
+            if item is None:
+                alone.append(i)
+            else:
+                ready.append((i, item))
+        started: list[Started] = []
+        if ready:
+            try:
+                started = self.store.start_executions([item.execution for _, item in ready])
+            except Exception as exc:  # noqa: BLE001 - each fire then goes the single path, and meets it there
+                log.warning("batch.record_failed", extra={"fires": len(ready), "error": f"{type(exc).__name__}: {exc}"})
+        batch, places = _Batch([]), []
+        for k, (i, item) in enumerate(ready):
+            if k >= len(started) or not started[k].created:  # not recorded, or recorded before: on its own
+                self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+                alone.append(i)
+                continue
+            item.fields["execution_id"] = item.execution.id
+            self._recorded(item.fire, item.handler, item.execution, item.fields, now)
+            batch.items.append(item)
+            places.append(i)
+        if batch.items and self._drive(batch):
+            for i, item in zip(places, batch.items, strict=True):
+                outcomes[i] = Outcome(execution=item.done or item.execution)
+        for i in sorted(alone):
+            try:
+                outcomes[i] = self.run(fires[i])
+            except Exception:
+                log.exception("fire.crashed", extra=_fields(fires[i]))
+        return outcomes
+
+    def _ready(self, fire: Fire, now: datetime) -> _Ready | None:
+        """``fire`` with its lock taken and its execution made, if it is on the common path; else None."""
+        job = fire.job
+        handler = self.registry.get(job.handler)
+        if handler is None or job.lease is None or not self.batchable(fire):
+            return None
+        window = job.policy.catchup_window
+        if fire.trigger is Trigger.SCHEDULE and window is not None and (now - fire.due).total_seconds() > window:
+            return None
+        if now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until:
+            return None
+        key = f"job:{job.id}"
+        try:
+            token = self.locker.acquire(key, job.timeout + LOCK_MARGIN)
+        except LockUnavailable:
+            return None
+        if not token:
+            return None
+        return _Ready(fire, handler, _fields(fire), key, token, self._fresh(fire, handler, now, detached=False))
+
+    def _drive(self, batch: _Batch) -> bool:
+        """Run what is left of ``batch``, then write the final states of its runs together. False if a run
+        outlived its deadline: its take-over concluded it and went on with the rest."""
+        while batch.next < len(batch.items):
+            item = batch.items[batch.next]
+            batch.next += 1
+            if not self._on_time(item):
+                continue
+
+            def conclude(outcome: RunOutcome, item: _Ready = item) -> None:
+                # the take-over's thread: this run on its own, then the rest of the batch
+                self._conclude(item.fire, item.execution, outcome, item.fields, item.key, item.token, advance=True)
+                self._drive(batch)
+
+            try:
+                outcome = self._run(item.fire, item.handler, item.execution, item.fields, conclude)
+                if outcome.taken_over:
+                    return False
+                if outcome.status is ExecutionStatus.INTERRUPTED or outcome.abandoned:
+                    item.done = self._conclude(
+                        item.fire, item.execution, outcome, item.fields, item.key, item.token, advance=True
+                    )
+                    continue
+            except Exception:  # as a worker's crash in ``run``: the others of the batch go on
+                log.exception("fire.crashed", extra=item.fields)
+                self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+                continue
+            # the run is over: the lock goes now, as in ``_conclude``
+            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            batch.ran.append((item, outcome))
+        self._finish_many(batch.ran)
+        return True
+
+    def _on_time(self, item: _Ready) -> bool:
+        """A fire of a batch about to run: if the runs before it took a while (a tenth of its timeout, or a
+        second: one hung till its deadline), its record is stamped afresh, so that its own time starts now,
+        not when the batch was recorded. False if the record could not be (the store down: the fire is
+        released; or the row taken over: someone else has it)."""
+        now = self.clock.now()
+        timeout = item.fire.job.timeout
+        if (now - item.execution.started_at).total_seconds() <= min(1.0, timeout / 10):
+            return True
+        fresh = item.execution.with_changes(started_at=now, deadline_at=now + timedelta(seconds=timeout))
+        try:
+            taken = self.store.take_over_execution(fresh, previous_token=item.execution.run_token)
+        except TicklockError as exc:
+            log.warning("batch.restamp_failed", extra={**item.fields, "error": exc.message})
+            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            return False  # RUNNING with an early deadline: resumed by the next claim, once its lease ends
+        if not taken:
+            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            return False
+        item.execution = fresh
+        return True
+
+    def _finish_many(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
+        """Steps 4 and 5 for the runs of a batch: one ``complete_many``; if that fails, each alone (retried
+        through an outage, as ``_complete``)."""
+        if not ran:
+            return
+        now = self.clock.now()
+        ends = []
+        for item, outcome in ran:
+            done = _done(item.execution, outcome, now)
+            next_run, stop = self._next_run(item.fire, now, done.started_at)
+            ends.append((item, outcome, done, next_run, stop))
+        results: list[tuple[bool, bool]] | None = None
+        try:
+            results = self.store.complete_many([Completion(d, i.fire, n) for i, _, d, n, _ in ends], now=now)
+        except Exception as exc:  # noqa: BLE001 - each is completed alone below, retried through an outage
+            log.warning("batch.complete_failed", extra={"fires": len(ends), "error": f"{type(exc).__name__}: {exc}"})
+        for k, (item, outcome, done, next_run, stop) in enumerate(ends):
+            try:
+                if results is None:
+                    finished, advanced, stop, next_run = self._complete(done, item.fire, now, retried=True)
+                else:
+                    finished, advanced = results[k]
+                if finished and advanced:
+                    self._passed(item.fire, next_run, item.execution.started_at, now)
+                item.done = self._finished(
+                    item.fire, done, outcome, item.fields, finished=finished, advanced=advanced, stop=stop
+                )
+            except Exception:  # one fire's failure must not keep the others unfinished
+                log.exception("fire.finish_failed", extra=item.fields)
+
     def _once_the_lock_is_free(self, fire: Fire, key: str, ttl: float) -> str | None:
         """The lock is held. A LOCK_HELD skip leaves the fire to the run holding it, and that is right
         when the holder is this fire's own run (a second delivery: its execution is there, or is about to
@@ -327,9 +539,21 @@ class TaskRunner:
     def _record(
         self, fire: Fire, handler: Handler, fields: dict[str, Any], *, detached: bool
     ) -> Execution | SkipReason:
-        job = fire.job
         now = self.clock.now()
-        fresh = Execution(
+        fresh = self._fresh(fire, handler, now, detached=detached)
+        started = self.store.start_execution(fresh)
+        execution = started.execution
+        if not started.created:
+            resumed = self._resume(fire, execution, fresh, fields)
+            if isinstance(resumed, SkipReason):
+                return resumed
+            execution = resumed
+        self._recorded(fire, handler, execution, fields, now)
+        return execution
+
+    def _fresh(self, fire: Fire, handler: Handler, now: datetime, *, detached: bool) -> Execution:
+        job = fire.job
+        return Execution(
             id=new_id(),
             job_id=job.id,
             fire_key=fire.key,
@@ -343,13 +567,11 @@ class TaskRunner:
             jitter=fire.jitter,
             detached=detached,
         )
-        started = self.store.start_execution(fresh)
-        execution = started.execution
-        if not started.created:
-            resumed = self._resume(fire, execution, fresh, fields)
-            if isinstance(resumed, SkipReason):
-                return resumed
-            execution = resumed
+
+    def _recorded(
+        self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any], now: datetime
+    ) -> None:
+        """What follows a fire's record: the log (or the tally), the measure, the event, the alerts."""
         if self.fire_log is FireLog.EACH:
             log.info(
                 "execution.started",
@@ -363,10 +585,10 @@ class TaskRunner:
         else:
             self.tally.started(handler.name, execution.lag)
         self._safely("metrics.failed", fields, self.metrics.fire_started, handler.name, execution.lag)
+        job = fire.job
         self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.started(execution, job.name, now))
         if self.alerts is not None and job.open_alerts:
             self._safely("alert.failed", fields, self.alerts.started, job)
-        return execution
 
     def _resume(
         self, fire: Fire, existing: Execution, fresh: Execution, fields: dict[str, Any]
@@ -529,23 +751,27 @@ class TaskRunner:
                 )
             return result
 
+        begun = time.perf_counter()
         outcome = run_with_retries(
             attempt, clock=self.clock, deadline=deadline, max_retries=job.max_retries, cancel=self.shutdown
         )
+        self._timed(handler.name, time.perf_counter() - begun)
         return outcome if outcome.taken_over else _cut_off(outcome, cut)
+
+    def _timed(self, name: str, seconds: float) -> None:
+        """A run of handler ``name`` took ``seconds``: is it (still) quick? (Unlocked: a lost update between
+        two workers costs one reading.)"""
+        runs, average = self._speed.get(name, (0, 0.0))
+        average = seconds if not runs else average + (seconds - average) / 8
+        self._speed[name] = (runs + 1, average)
+        self._quick[name] = runs + 1 >= QUICK_RUNS and average < QUICK_SECONDS and seconds < 10 * QUICK_SECONDS
 
     # -- steps 4 and 5 ----------------------------------------------------------------------------
     def _finish(
         self, fire: Fire, execution: Execution, outcome: RunOutcome, fields: dict[str, Any], *, advance: bool
     ) -> Execution:
         now = self.clock.now()
-        done = execution.with_changes(
-            status=outcome.status,
-            attempts=execution.attempts + outcome.attempts,
-            error=outcome.error,
-            finished_at=now,
-            duration=(now - execution.started_at).total_seconds(),
-        )
+        done = _done(execution, outcome, now)
         if done.status is ExecutionStatus.INTERRUPTED:
             finished = self.store.finish_execution(done)
             if finished and advance:
@@ -557,6 +783,20 @@ class TaskRunner:
             finished, advanced, stop, next_run = self._complete(done, fire, now)
             if finished and advanced:
                 self._passed(fire, next_run, execution.started_at, now)
+        return self._finished(fire, done, outcome, fields, finished=finished, advanced=advanced, stop=stop)
+
+    def _finished(
+        self,
+        fire: Fire,
+        done: Execution,
+        outcome: RunOutcome,
+        fields: dict[str, Any],
+        *,
+        finished: bool,
+        advanced: bool,
+        stop: str | None,
+    ) -> Execution:
+        """What follows a run's final write: the log, the measures, the event, the alerts."""
         if not finished:
             log.warning("execution.finish_lost", extra=fields)
             return done
@@ -595,16 +835,19 @@ class TaskRunner:
             self._disabled(fire, stop, done)
         return done
 
-    def _complete(self, done: Execution, fire: Fire, now: datetime) -> tuple[bool, bool, str | None, datetime | None]:
+    def _complete(
+        self, done: Execution, fire: Fire, now: datetime, *, retried: bool = False
+    ) -> tuple[bool, bool, str | None, datetime | None]:
         """``Store.complete``, retried through a store outage: giving up would leave the row RUNNING and the
         fire would be resumed - run again - once its lease ran out. Safe to retry: the writes are guarded.
+        ``retried``: a write of this completion failed before (``complete_many``), and may have applied.
         Returns (finished, advanced, why the job was disabled if its schedule found no next fire, the next
         fire it was advanced to)."""
         next_run, stop = self._next_run(fire, now, done.started_at)
         for attempt, wait in enumerate((*COMPLETE_BACKOFF, None)):
             try:
                 finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
-                if not finished and attempt > 0:
+                if not finished and (attempt > 0 or retried):
                     # an earlier try may have finished the row and failed on the advance
                     stored = self.store.get_execution(done.id)
                     if stored.run_token != done.run_token or stored.status is not done.status:

@@ -69,7 +69,13 @@ class LocalService:
             inline=True,
         )
         self.invoker = self.runner.invoker
-        self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
+        self.pool = WorkerPool(
+            self.runner.run,
+            workers=s.workers,
+            queue_size=s.effective_queue_size,
+            run_many=self.runner.run_many,
+            batchable=self.runner.batchable,
+        )
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
         self.dispatcher = build_dispatcher(

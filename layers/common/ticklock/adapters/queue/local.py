@@ -21,6 +21,7 @@ from ticklock.domain.jobs import Fire
 
 log = logging.getLogger("ticklock.pool")
 _STOP = object()
+BATCH = 16  # fires a worker takes at once, when they can run together (``run_many``)
 STALL = 0.005  # seconds an item runs before its worker counts as slow (others are woken for what waits)
 
 
@@ -72,6 +73,8 @@ class _Inbox:
             if done:
                 self._since.pop(me, None)
             while not self._items or self._quick_other(me):
+                if self._items:
+                    self._stalled.notify()  # items wait for a quick worker: the watcher sees that it takes them
                 self._waiting += 1
                 try:
                     self._not_empty.wait()
@@ -89,6 +92,18 @@ class _Inbox:
             return False
         recent = self._monotonic() - self._stall
         return any(since > recent for ident, since in self._since.items() if ident != me)
+
+    def take_more(self, fits: Callable[[Fire], bool], most: int) -> list[Fire]:
+        """For a worker running an item it took: the items at the head that ``fits``, up to ``most``."""
+        taken: list[Fire] = []
+        with self._mutex:
+            while self._items and len(taken) < most:
+                head = self._items[0]
+                if not isinstance(head, Fire) or not fits(head):
+                    break
+                taken.append(head)
+                self._taken_one()
+        return taken
 
     def get_nowait(self) -> object:
         """The next item, or ``_EMPTY`` (for a caller that is not a worker)."""
@@ -154,9 +169,17 @@ class WorkerPool:
         queue_size: int | None = None,
         stall: float = STALL,
         monotonic: Callable[[], float] = time.monotonic,
+        run_many: Callable[[list[Fire]], object] | None = None,
+        batchable: Callable[[Fire], bool] = lambda fire: False,
+        batch: int = BATCH,
     ) -> None:
-        """``stall`` and ``monotonic``: when a running worker counts as slow, and its clock (``_Inbox``)."""
+        """``stall`` and ``monotonic``: when a running worker counts as slow, and its clock (``_Inbox``).
+        ``run_many``: a worker that takes a ``batchable`` fire takes the batchable ones queued behind it
+        too, up to ``batch`` in all, and runs them together."""
         self._run = run
+        self._run_many = run_many
+        self._batchable = batchable
+        self._batch = batch
         self._queue = _Inbox(queue_size or 2 * workers, stall=stall, monotonic=monotonic)
         self._busy = 0
         self._mutex = threading.Lock()
@@ -246,6 +269,11 @@ class WorkerPool:
             with self._mutex:
                 self._busy += 1
             try:
+                if self._run_many is not None and self._batchable(item):
+                    more = self._queue.take_more(self._batchable, self._batch - 1)
+                    if more:
+                        self._run_many([item, *more])
+                        continue
                 self._run(item)
             except Exception:
                 log.exception(

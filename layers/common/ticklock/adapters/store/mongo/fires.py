@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pymongo import ASCENDING, MongoClient, UpdateOne
@@ -26,7 +27,7 @@ from ticklock.adapters.store.mongo.documents import (
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.errors import StoreUnavailable
-from ticklock.ports import Started
+from ticklock.ports import Completion, Started
 
 log = logging.getLogger("ticklock.store")
 
@@ -179,6 +180,11 @@ class Fires(Connection):
 
         return self._call(start)
 
+    def start_executions(self, executions: Sequence[Execution]) -> list[Started]:
+        # one insert each, as ``start_execution``: not yet one insert_many (its BulkWriteError names each
+        # duplicate by index; their rows would then be read in one find) - the next step for the command count
+        return [self.start_execution(execution) for execution in executions]
+
     def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
         result = self._call(
             lambda: self.executions.update_one(
@@ -259,6 +265,10 @@ class Fires(Connection):
             # only the job's summary may miss it (until its next run), as when the summary's own write fails
             log.warning("store.summary_lost", extra={"job_id": execution.job_id, "error": "advance failed"})
             raise
+
+    def complete_many(self, completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
+        # each as ``complete`` (its advance joins the others waiting in the group commit's bulk)
+        return [self.complete(c.execution, c.fire, next_run_at=c.next_run_at, now=now) for c in completions]
 
     def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
         """One bulkWrite of fast-path advances, each with its run's summary. If some did not apply (an edit,

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
-from ticklock.ports import Started
+from ticklock.ports import Completion, Started
 
 
 class Fires(Connection):
@@ -51,15 +53,11 @@ class Fires(Connection):
 
     def start_execution(self, execution: Execution) -> Started:
         row = execution_row(execution)
+        return self._write(lambda conn: _start(conn, execution, row))
 
-        def op(conn: sqlite3.Connection) -> Started:
-            insert = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
-            if conn.execute(insert, row).rowcount:
-                return Started(execution, created=True)
-            found = conn.execute(f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?", (execution.fire_key,))
-            return Started(execution_from_row(found.fetchone()), created=False)
-
-        return self._write(op)
+    def start_executions(self, executions: Sequence[Execution]) -> list[Started]:
+        rows = [(execution, execution_row(execution)) for execution in executions]
+        return self._write(lambda conn: [_start(conn, execution, row) for execution, row in rows])
 
     def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
         def op(conn: sqlite3.Connection) -> int:
@@ -86,17 +84,33 @@ class Fires(Connection):
     def complete(
         self, execution: Execution, fire: Fire, *, next_run_at: datetime | None, now: datetime
     ) -> tuple[bool, bool]:
-        def op(conn: sqlite3.Connection) -> tuple[bool, bool]:
-            if not _finish(conn, execution, summarise=False):
-                return False, False
-            # the run's summary rides on the advance's update of the job's row (one write of it, not two)
-            if _advance(conn, fire, next_run_at, now, summary=execution if execution.status.final else None):
-                return True, True
-            if execution.status.final:
-                _summarise(conn, execution)
-            return True, False
+        return self._write(lambda conn: _complete(conn, execution, fire, next_run_at, now))
 
-        return self._write(op)
+    def complete_many(self, completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
+        return self._write(lambda conn: [_complete(conn, c.execution, c.fire, c.next_run_at, now) for c in completions])
+
+
+_INSERT = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
+_BY_FIRE = f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?"
+
+
+def _start(conn: sqlite3.Connection, execution: Execution, row: tuple[Any, ...]) -> Started:
+    if conn.execute(_INSERT, row).rowcount:
+        return Started(execution, created=True)
+    return Started(execution_from_row(conn.execute(_BY_FIRE, (execution.fire_key,)).fetchone()), created=False)
+
+
+def _complete(
+    conn: sqlite3.Connection, execution: Execution, fire: Fire, next_run_at: datetime | None, now: datetime
+) -> tuple[bool, bool]:
+    if not _finish(conn, execution, summarise=False):
+        return False, False
+    # the run's summary rides on the advance's update of the job's row (one write of it, not two)
+    if _advance(conn, fire, next_run_at, now, summary=execution if execution.status.final else None):
+        return True, True
+    if execution.status.final:
+        _summarise(conn, execution)
+    return True, False
 
 
 def _finish(conn: sqlite3.Connection, execution: Execution, *, summarise: bool = True) -> bool:

@@ -1,0 +1,258 @@
+"""Fires run together (``TaskRunner.run_many``, what serve's workers do with a run of quick fires), on the
+real SQLite store: each fire as ``run`` would take it alone, its record and final write shared."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Harness
+from tests.support.factories import make_execution
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Overlap, Policy
+from ticklock.domain.lifecycle import QUICK_RUNS, SkipReason, TaskRunner
+from ticklock.errors import StoreUnavailable
+from ticklock.ports import Completion, Started
+
+
+class Counting:
+    """The store, counting its calls by name; ``failing`` names the calls that raise StoreUnavailable."""
+
+    def __init__(self, store: Any, failing: Sequence[str] = ()) -> None:
+        self._store = store
+        self.calls: Counter[str] = Counter()
+        self.failing = set(failing)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            if name in self.failing:
+                raise StoreUnavailable(f"{name}: planned outage")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def quick(runner: TaskRunner, handler: str = "noop") -> None:
+    """``handler`` counts as quick to ``runner``, as after QUICK_RUNS quick runs of it."""
+    for _ in range(QUICK_RUNS):
+        runner._timed(handler, 0.0001)
+
+
+def claimed(h: Harness, count: int, handler: str = "noop", **kw: Any) -> list[Fire]:
+    for _ in range(count):
+        h.add(handler, **kw)
+    return h.claim(at_least=count)
+
+
+def statuses(h: Harness, fires: list[Fire]) -> list[str]:
+    return [e.status.value for f in fires for e in h.store.list_executions(f.job.id)]
+
+
+def test_a_batch_records_in_one_write_and_finishes_in_one(fake: Harness) -> None:
+    fires = claimed(fake, 12)
+    store = Counting(fake.store)
+    runner = fake.runner()
+    runner.store = store
+    quick(runner)
+    assert all(runner.batchable(f) for f in fires)
+    outcomes = runner.run_many(fires)
+    assert [o.execution.status for o in outcomes if o.execution] == [ExecutionStatus.SUCCESS] * 12
+    assert [o.execution.job_id for o in outcomes if o.execution] == [f.job.id for f in fires]  # in order
+    assert store.calls["start_executions"] == 1 and store.calls["complete_many"] == 1
+    assert store.calls["start_execution"] == 0 and store.calls["complete"] == 0
+    assert statuses(fake, fires) == ["success"] * 12
+    for fire in fires:
+        job = fake.store.get_job(fire.job.id)
+        assert job.lease is None and job.next_run_at == fake.clock.now() + timedelta(seconds=60)
+        assert job.last_run is not None and job.last_run.runs == 1
+    types = Counter(fake.publisher.types())
+    assert types == Counter({"job.execution.started": 12, "job.execution.succeeded": 12})
+    assert len(fake.metrics.started) == 12 and len(fake.metrics.finished) == 12
+    assert fake.locker is not None
+    assert all(fake.locker.acquire(f"job:{f.job.id}", 1) for f in fires)  # every lock let go
+
+
+def test_the_fires_a_batch_cannot_take_run_alone_after_it(fake: Harness, tmp_path: Any) -> None:
+    fires = claimed(fake, 4)
+    runner = fake.runner()
+    quick(runner)
+    # 1: recorded (and finished) before, a second delivery; 2: its job's lock held by someone else
+    first = make_execution(fires[1]).with_changes(status=ExecutionStatus.SUCCESS, finished_at=fake.clock.now())
+    fake.store.start_execution(first)
+    assert fake.locker is not None
+    holder = fake.locker.acquire(f"job:{fires[2].job.id}", 600)
+    assert holder is not None
+    outcomes = runner.run_many(fires)
+    assert outcomes[0].execution is not None and outcomes[3].execution is not None
+    assert outcomes[1].skipped is SkipReason.DUPLICATE  # met its row on the single path
+    assert outcomes[2].skipped is SkipReason.LOCK_HELD
+    assert [e.id for e in fake.store.list_executions(fires[1].job.id)] == [first.id]
+    assert fake.store.list_executions(fires[2].job.id) == []
+
+
+def test_a_failed_record_sends_each_fire_the_single_way(fake: Harness) -> None:
+    fires = claimed(fake, 5)
+    store = Counting(fake.store, failing=["start_executions"])
+    runner = fake.runner()
+    runner.store = store
+    quick(runner)
+    runner.run_many(fires)
+    assert store.calls["start_execution"] == 5
+    assert statuses(fake, fires) == ["success"] * 5
+
+
+def test_a_failed_final_write_completes_each_alone_and_counts_each_run_once(fake: Harness) -> None:
+    fires = claimed(fake, 5)
+    store = Counting(fake.store, failing=["complete_many"])
+    runner = fake.runner()
+    runner.store = store
+    quick(runner)
+    runner.run_many(fires)
+    assert store.calls["complete"] == 5
+    assert statuses(fake, fires) == ["success"] * 5
+    for fire in fires:
+        job = fake.store.get_job(fire.job.id)
+        assert job.lease is None and job.last_run is not None and job.last_run.runs == 1
+
+
+class ApplyThenFail:
+    """A store whose ``complete_many`` writes and then reports an outage (the answer lost on the way)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def complete_many(self, completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
+        self._store.complete_many(completions, now=now)
+        raise StoreUnavailable("the answer was lost")
+
+
+def test_a_final_write_that_applied_but_answered_an_error_is_not_lost_or_doubled(fake: Harness) -> None:
+    fires = claimed(fake, 3)
+    runner = fake.runner()
+    runner.store = ApplyThenFail(fake.store)
+    quick(runner)
+    outcomes = runner.run_many(fires)
+    assert statuses(fake, fires) == ["success"] * 3
+    for fire in fires:
+        job = fake.store.get_job(fire.job.id)
+        assert job.lease is None and job.next_run_at == fake.clock.now() + timedelta(seconds=60)
+        assert job.last_run is not None and job.last_run.runs == 1
+    assert fake.metrics.finished and len(fake.metrics.finished) == 3  # each finished once
+    assert all(o.execution is not None for o in outcomes)
+
+
+def test_a_handler_is_quick_only_after_enough_quick_runs(fake: Harness) -> None:
+    [fire] = claimed(fake, 1)
+    runner = fake.runner()
+    assert not runner.batchable(fire)
+    for _ in range(QUICK_RUNS - 1):
+        runner._timed("noop", 0.0001)
+    assert not runner.batchable(fire)
+    runner._timed("noop", 0.0001)
+    assert runner.batchable(fire)
+    runner._timed("noop", 0.5)  # one slow run and it is not quick again until the average says so
+    assert not runner.batchable(fire)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"max_retries": 2},  # a retry's backoff would hold up the batch
+        {"policy": Policy(overlap=Overlap.ALLOW_ALL)},
+    ],
+)
+def test_fires_the_single_path_must_take_are_not_batchable(fake: Harness, change: dict[str, Any]) -> None:
+    [fire] = claimed(fake, 1)
+    runner = fake.runner()
+    quick(runner)
+    assert runner.batchable(fire)
+    assert not runner.batchable(replace(fire, job=fire.job.with_changes(**change)))
+
+
+def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline: Harness) -> None:
+    # the second of four fires hangs: its take-over finishes it as a timeout and runs the last two, while
+    # the worker's thread is still held by the hung handler
+    release = threading.Event()
+    runs: list[tuple[str, threading.Thread]] = []
+
+    def handler(ctx: Any) -> None:
+        runs.append((ctx.job_name, threading.current_thread()))
+        if ctx.payload.get("hang"):
+            release.wait(10)
+
+    inline.registry.register("test.maybe_hang", handler)
+    fires = [
+        *claimed(inline, 1, "test.maybe_hang", name="a", timeout=0.3),
+    ]
+    inline.add("test.maybe_hang", name="b", timeout=0.3, payload={"hang": True})
+    inline.add("test.maybe_hang", name="c", timeout=0.3)
+    inline.add("test.maybe_hang", name="d", timeout=0.3)
+    fires += inline.claim(at_least=3)
+    fires.sort(key=lambda f: f.job.name)
+    runner = inline.runner()
+    quick(runner, "test.maybe_hang")
+    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    try:
+        worker.start()
+
+        def all_final() -> bool:
+            return all(s != "running" for s in statuses(inline, fires)) and len(statuses(inline, fires)) == 4
+
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not all_final():
+            time.sleep(0.01)
+        assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
+        assert worker.is_alive()  # still held by b's handler
+        assert [name for name, _ in runs] == ["a", "b", "c", "d"]
+        assert runs[0][1] is worker and runs[1][1] is worker
+        assert runs[2][1] is not worker and runs[2][1] is runs[3][1]  # c and d ran on the take-over's thread
+        for fire in fires:
+            assert inline.store.get_job(fire.job.id).lease is None  # each advanced
+    finally:
+        release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
+    assert len(inline.metrics.finished) == 4  # each finished once, the straggler's return wrote nothing
+    assert Counter(inline.publisher.types())["job.execution.timeout"] == 1
+
+
+def test_a_batch_cut_off_by_shutdown_is_interrupted_and_released(fake: Harness) -> None:
+    fires = claimed(fake, 3)
+    runner = fake.runner()
+    quick(runner)
+    runner.shutdown.set()  # no attempt starts: each fire is interrupted and its claim given back
+    runner.run_many(fires)
+    assert statuses(fake, fires) == ["interrupted"] * 3
+    for fire in fires:
+        job = fake.store.get_job(fire.job.id)
+        assert job.lease is None and job.next_run_at == fire.job.next_run_at
+
+
+def test_start_executions_and_complete_many_match_the_single_calls(fake: Harness) -> None:
+    # the shapes the batch path hands the store: checked against the one-at-a-time calls' results
+    fires = claimed(fake, 3)
+    executions: list[Execution] = [make_execution(f) for f in fires]
+    started: list[Started] = fake.store.start_executions(executions)
+    assert [s.created for s in started] == [True, True, True]
+    assert [fake.store.start_execution(e).created for e in executions] == [False, False, False]
+    done = [
+        e.with_changes(status=ExecutionStatus.SUCCESS, finished_at=fake.clock.now(), duration=0.0) for e in executions
+    ]
+    later = fake.clock.now() + timedelta(seconds=60)
+    assert fake.store.complete_many([Completion(d, f, later) for d, f in zip(done, fires, strict=True)],
+                                    now=fake.clock.now()) == [(True, True)] * 3  # fmt: skip

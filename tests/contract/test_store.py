@@ -534,35 +534,41 @@ def test_start_executions_records_each_fire_once_in_order(store: Store) -> None:
 
 
 def test_complete_many_completes_each_as_complete_would(store: Store) -> None:
-    for _ in range(4):
+    for _ in range(5):
         store.add_job(make_job())
     claimed = claim(store)
-    fires = [Fire.of(j) for j in claimed]
+    assert claimed[4].lease is not None
+    fires = [*(Fire.of(j) for j in claimed[:4]), manual_fire(claimed[4], T0)]  # a manual fire: the slow path
     executions = [store.start_execution(make_execution(f)).execution for f in fires]
     # 1: its finish was taken over by another runner; 2: its claim was given back since
     store.take_over_execution(executions[1].with_changes(run_token="theirs", resumes=1),
                               previous_token=executions[1].run_token)  # fmt: skip
     assert claimed[2].lease is not None
     store.release(claimed[2].id, claimed[2].lease.token)
-    statuses = [ExecutionStatus.SUCCESS, ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT]
+    statuses = [ExecutionStatus.SUCCESS, ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT,
+                ExecutionStatus.SUCCESS]  # fmt: skip
     done = [
         e.with_changes(status=s, attempts=1, finished_at=T0, duration=0.1)
         for e, s in zip(executions, statuses, strict=True)
     ]
     later = T0 + timedelta(seconds=60)
     completions = [Completion(d, f, later) for d, f in zip(done, fires, strict=True)]
-    assert store.complete_many(completions, now=T0) == [(True, True), (False, False), (True, False), (True, True)]
+    assert store.complete_many(completions, now=T0) == [
+        (True, True), (False, False), (True, False), (True, True), (True, True)
+    ]  # fmt: skip
     assert [store.get_execution(e.id).status for e in executions] == [
-        ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT
+        ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT,
+        ExecutionStatus.SUCCESS
     ]  # fmt: skip
     after = [store.get_job(j.id) for j in claimed]
-    assert [j.next_run_at for j in after] == [later, T0, T0, later]
+    # (a manual fire does not move the schedule: its advance keeps the job's next fire)
+    assert [j.next_run_at for j in after] == [later, T0, T0, later, claimed[4].next_run_at]
     assert after[2].lease is None
     assert after[1].lease == claimed[1].lease  # not advanced: its finish did not apply
     summaries = [(r.status.value, r.runs) if (r := j.last_run) else None for j in after]
-    assert summaries == [("success", 1), None, ("failed", 1), ("timeout", 1)]  # each run counted once
+    assert summaries == [("success", 1), None, ("failed", 1), ("timeout", 1), ("success", 1)]  # each once
     # once more: every finish is guarded, nothing applies twice
-    assert store.complete_many(completions, now=T0) == [(False, False)] * 4
+    assert store.complete_many(completions, now=T0) == [(False, False)] * 5
     again = [store.get_job(j.id).last_run for j in claimed]
-    assert [r.runs if r else 0 for r in again] == [1, 0, 1, 1]
+    assert [r.runs if r else 0 for r in again] == [1, 0, 1, 1, 1]
     assert store.complete_many([], now=T0) == []

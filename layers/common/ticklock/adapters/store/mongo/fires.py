@@ -181,9 +181,36 @@ class Fires(Connection):
         return self._call(start)
 
     def start_executions(self, executions: Sequence[Execution]) -> list[Started]:
-        # one insert each, as ``start_execution``: not yet one insert_many (its BulkWriteError names each
-        # duplicate by index; their rows would then be read in one find) - the next step for the command count
-        return [self.start_execution(execution) for execution in executions]
+        # one insert for the batch; the rows it finds there already (11000, each named by its index) are
+        # read back in one find: two commands for a batch with duplicates, one without
+        if not executions:
+            return []
+        docs = [execution_doc(e) for e in executions]
+
+        def start() -> list[Started]:
+            taken: set[int] = set()
+            try:
+                self.executions.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                if any(e.get("code") != 11000 for e in errors):
+                    raise
+                taken = {e["index"] for e in errors}
+            found = {}
+            if taken:
+                keys = [docs[i]["fire_key"] for i in taken]
+                found = {d["fire_key"]: d for d in self.executions.find({"fire_key": {"$in": keys}})}
+            started = []
+            for i, doc in enumerate(docs):
+                if i not in taken:
+                    started.append(Started(execution_from_doc(doc), created=True))
+                elif doc["fire_key"] in found:
+                    started.append(Started(execution_from_doc(found[doc["fire_key"]]), created=False))
+                else:  # the fire key index answered but the row is gone (deleted job): as start_execution
+                    started.append(self.start_execution(executions[i]))
+            return started
+
+        return self._call(start)
 
     def take_over_execution(self, execution: Execution, *, previous_token: str) -> bool:
         result = self._call(
@@ -267,8 +294,61 @@ class Fires(Connection):
             raise
 
     def complete_many(self, completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
-        # each as ``complete`` (its advance joins the others waiting in the group commit's bulk)
-        return [self.complete(c.execution, c.fire, next_run_at=c.next_run_at, now=now) for c in completions]
+        # the finishes in one bulk write; the fast-path advances (with their runs' summaries) handed to the
+        # group commit together, so that they share its bulks; the others one at a time, as ``complete``
+        if not completions:
+            return []
+        results = [(False, False)] * len(completions)
+        finished = self._finish_many([c.execution for c in completions])
+        pending: list[tuple[int, PendingAdvance]] = []
+        for i, (c, done) in enumerate(zip(completions, finished, strict=True)):
+            if not done:
+                continue
+            summary = c.execution if c.execution.status.final else None
+            if fast_path(c.fire):
+                pending.append((i, PendingAdvance(c.fire, c.next_run_at, now, summary)))
+                continue
+            if summary is not None:
+                try:
+                    self._summarise(summary)
+                except PyMongoError as exc:  # as in ``finish_execution``
+                    log.warning("store.summary_lost", extra={"job_id": summary.job_id, "error": str(exc)})
+            results[i] = (True, self.advance(c.fire, next_run_at=c.next_run_at, now=now))
+        if pending:
+            advanced = self._advances.submit_many([p for _, p in pending])
+            for (i, _), moved in zip(pending, advanced, strict=True):
+                results[i] = (True, moved)
+        return results
+
+    def _finish_many(self, executions: Sequence[Execution]) -> list[bool]:
+        """``_finish`` (no summary) for each, in one bulk write. Each update carries this call's mark, so that
+        when some did not apply (taken over, or final already) one read tells which ones did."""
+        mark = uuid.uuid4().hex
+        ops = [
+            UpdateOne(
+                {"_id": e.id, "run_token": e.run_token, "status": {"$in": LIVE}},
+                {
+                    "$set": {
+                        "status": e.status.value,
+                        "attempts": e.attempts,
+                        "finished_at": ms_or_none(e.finished_at),
+                        "duration": e.duration,
+                        "error": e.error,
+                        "finish_mark": mark,
+                    }
+                },
+            )
+            for e in executions
+        ]
+        result = self._call(lambda: self.executions.bulk_write(ops, ordered=False))
+        if result.modified_count == len(ops):
+            return [True] * len(ops)
+        ids = [e.id for e in executions]
+        marks = {
+            d["_id"]: d.get("finish_mark")
+            for d in self._call(lambda: self.executions.find({"_id": {"$in": ids}}, {"finish_mark": 1}))
+        }
+        return [marks.get(e.id) == mark for e in executions]
 
     def _advance_many(self, batch: list[PendingAdvance]) -> list[bool]:
         """One bulkWrite of fast-path advances, each with its run's summary. If some did not apply (an edit,

@@ -39,15 +39,23 @@ class GroupCommit:
         self._mutex = threading.Lock()
 
     def submit(self, item: PendingAdvance) -> bool:
+        return self.submit_many([item])[0]
+
+    def submit_many(self, items: list[PendingAdvance]) -> list[bool]:
+        """``submit`` for each, all queued before waiting for any: they share the writer's bulks. Raises the
+        first error met (each item's own result is kept on it)."""
         with self._mutex:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._loop, name="ticklock-mongo-advances", daemon=True)
                 self._writer.start()
-        self._queue.put(item)
-        item.done.wait()
-        if item.error is not None:
-            raise item.error
-        return item.result
+        for item in items:
+            self._queue.put(item)
+        for item in items:
+            item.done.wait()
+        for item in items:
+            if item.error is not None:
+                raise item.error
+        return [item.result for item in items]
 
     def _loop(self) -> None:
         while True:

@@ -100,3 +100,26 @@ def test_an_interrupt_fails_the_writes_it_cut_short_and_is_raised_where_it_happe
     assert rows(store) == []  # the group was rolled back
     # the store goes on: the next write commits
     assert store._write(insert(7)) == 70 and rows(store) == [7]
+
+
+def test_the_wal_is_checkpointed_by_a_thread_of_its_own_after_writes(tmp_path: Path) -> None:
+    from tests.support.factories import make_job
+    from ticklock.adapters.store.sqlite.connection import WAL_BOUND
+
+    store = SQLiteStore(tmp_path / "wal.db", checkpoint_every=0.05)
+    try:
+        # the commits themselves do not checkpoint (SQLite's own is only a bound, far off)
+        assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_BOUND
+        assert store.checkpoints == 0
+        store.add_jobs([make_job(f"wal-{i}") for i in range(500)])
+        deadline = time.monotonic() + 10
+        while store.checkpoints == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.checkpoints >= 1
+        # with no writes, no more checkpoints
+        seen = store.checkpoints
+        time.sleep(0.3)
+        assert store.checkpoints == seen
+    finally:
+        store.close()
+    assert store._checkpointer is not None and not store._checkpointer.is_alive()  # stopped by close

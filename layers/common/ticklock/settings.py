@@ -109,6 +109,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch_size", "100", integer(1, 10_000), "jobs claimed per store round trip"),
     Setting("lookahead", "1.0", number(0.0, 10.0), "seconds ahead a due job is claimed, to start it on time"),
     Setting(
+        "dispatch_resolution",
+        "0.005",
+        number(0.0, 1.0),
+        "seconds a due fire may wait to be handed over with the others due by then (0: each at its instant)",
+    ),
+    Setting(
         "lease_slack",
         "60",
         number(1.0, 3600.0),
@@ -224,6 +230,7 @@ class Settings:
     queue_size: int
     batch_size: int
     lookahead: float
+    dispatch_resolution: float
     lease_slack: float
     shutdown_grace: float
     retention_per_job: int

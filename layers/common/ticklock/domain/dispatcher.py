@@ -5,7 +5,10 @@ claimed now and held until its exact fire time, then handed to the queue. So fir
 scheduled instant, not at the next whole second, and interval jobs do not drift onto second
 boundaries. Claimed-but-not-yet-due fires are bounded by ``max_pending``. A queue with a delivery delay
 (SQS) is given fires ``send_ahead`` seconds early, in windows of half that, so that they go in full
-batches; its consumer waits for the fire time. While a claim comes back full
+batches; its consumer waits for the fire time. Between hand-overs the dispatcher sleeps at least
+``resolution`` (serve: 5 ms): the fires that come due meanwhile go out together, each at most that late,
+and a worker runs quick ones as one batch, where handing each over at its instant cost a thread wake-up
+per fire. While a claim comes back full
 it claims again at once: the batch is a batch, not a ceiling per second. Handing a fire to a full
 queue blocks, so the dispatcher falls behind the clock instead of growing memory. A store outage is
 logged and the tick is tried again the next second; nothing here lets an exception end the loop.
@@ -45,6 +48,7 @@ class Dispatcher:
         lease_slack: float = 60.0,
         max_pending: int | None = None,
         send_ahead: float = 0.0,
+        resolution: float = 0.0,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -56,6 +60,7 @@ class Dispatcher:
         self.slack = timedelta(seconds=lease_slack)
         self.max_pending = max_pending or 10 * batch_size
         self.send_ahead = timedelta(seconds=send_ahead)
+        self.resolution = timedelta(seconds=resolution)
         self._pending: list[tuple[datetime, int, Fire]] = []
         self._seq = itertools.count()
         self._mutex = threading.Lock()
@@ -153,8 +158,11 @@ class Dispatcher:
                 wake = next_tick
                 held = self.next_wake()
                 if held is not None:
-                    # with send_ahead, fires go out in windows of half of it: fuller batches, fewer calls
-                    wake = min(wake, max(held - self.send_ahead, now + self.send_ahead / 2))
+                    # with send_ahead, fires go out in windows of half of it: fuller batches, fewer calls; and
+                    # never sooner than ``resolution`` after the last hand-over, so that the fires due within
+                    # it go out together (a worker runs quick ones as one batch) for at most that much lag
+                    gap = max(self.send_ahead / 2, self.resolution)
+                    wake = min(wake, max(held - self.send_ahead, now + gap))
                 self.clock.sleep(max(0.0, (wake - now).total_seconds()), stop)
             except Exception:
                 log.exception("dispatcher.error")

@@ -562,7 +562,7 @@ class TaskRunner:
             scheduled_at=fire.scheduled_at,
             started_at=now,
             deadline_at=now + timedelta(seconds=job.timeout),
-            run_token=uuid.uuid4().hex,
+            run_token=new_id(),  # unique (74 random bits) and cheap: uuid4 makes a system call each
             owner=self.owner,
             jitter=fire.jitter,
             detached=detached,

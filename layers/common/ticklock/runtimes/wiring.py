@@ -123,6 +123,7 @@ def build_dispatcher(
         lookahead=settings.lookahead,
         lease_slack=settings.lease_slack,
         send_ahead=send_ahead,
+        resolution=settings.dispatch_resolution,
     )
 
 

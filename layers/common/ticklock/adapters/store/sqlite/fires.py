@@ -12,7 +12,7 @@ from typing import Any
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
 from ticklock.ports import Completion, Started
 
 
@@ -159,14 +159,29 @@ def _advance(
     summary: Execution | None = None,
 ) -> bool:
     """The job moved on past ``fire`` if it still holds the fire's claim; with ``summary``, that finished
-    run counted in the same update. False (and nothing written) if the claim is gone."""
+    run counted in the same update. False (and nothing written) if the claim is gone.
+
+    A scheduled fire of a job unchanged since its claim (same version, no trigger or backfill pending, as
+    MongoDB's fast advance) is one guarded UPDATE computed from the claimed job; otherwise, or if that
+    guard misses, the job is read back and advanced from what is stored (a read and a decode of the row:
+    a third of a batched fire's store time)."""
+    extra, values = ("", ()) if summary is None else (f", {SUMMARY}", _summary_values(summary))
+    if fire.trigger is Trigger.SCHEDULE and fire.job.backfill is None and fire.job.trigger_at is None:
+        job = fire.job.advanced(fire, next_run_at)
+        if conn.execute(
+            "UPDATE jobs SET next_run_at=?, enabled=?, due_at=?, lease_token=NULL, lease_owner=NULL, "
+            f"lease_until=NULL, version=version+1{extra} "
+            "WHERE id=? AND lease_token=? AND version=? AND trigger_at IS NULL AND backfill IS NULL",
+            (us(job.next_run_at), int(job.enabled), us(job.due_at(now)), *values, job.id, fire.lease_token,
+             fire.job.version),
+        ).rowcount:  # fmt: skip
+            return True
     row = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND lease_token = ?", (fire.job.id, fire.lease_token)
     ).fetchone()
     if row is None:
         return False
     job = job_from_row(row).advanced(fire, next_run_at)
-    extra, values = ("", ()) if summary is None else (f", {SUMMARY}", _summary_values(summary))
     conn.execute(
         "UPDATE jobs SET next_run_at=?, enabled=?, trigger_at=?, backfill=?, due_at=?, lease_token=NULL, "
         f"lease_owner=NULL, lease_until=NULL, version=version+1{extra} WHERE id=?",

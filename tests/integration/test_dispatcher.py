@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +188,37 @@ def test_the_loop_drains_full_batches_within_one_tick(tmp_path: Path) -> None:
     store.close()
     assert len({f.job.id for f in collected.fires}) == 250
     assert claims[0] == claims[1] == claims[2]  # three batches without waiting for the next second
+
+
+def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(tmp_path: Path) -> None:
+    # 60 jobs due over the coming 0.3 s, at most 20 held: as the held ones go out, the loop claims more
+    # within the same second (waiting for the next one made a load above max_pending a second late)
+    first: dict[str, datetime] = {}  # each job's first claim (the fires are not run: leases run out later)
+
+    class Recording(SQLiteStore):
+        def claim_due(self, *, now: datetime, **kw: Any) -> list[Job]:
+            found = super().claim_due(now=now, **kw)
+            for job in found:
+                first.setdefault(job.id, now)
+            return found
+
+    store = Recording(tmp_path / "room.db")
+    clock = FakeClock(datetime(2026, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC))
+    start = clock.now()
+    store.add_jobs([make_job(next_run_at=start + timedelta(milliseconds=5 * (i + 1))) for i in range(60)])
+    collected = Collector()
+    pool = WorkerPool(collected, workers=2)
+    dispatcher = Dispatcher(
+        store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=10, max_pending=20
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=dispatcher.run, args=(stop,))
+    loop.start()
+    while len(collected.fires) < 60 and loop.is_alive():
+        loop.join(0.01)
+    stop.set()
+    loop.join(5)
+    pool.stop(5)
+    store.close()
+    assert len(first) == 60
+    assert max(first.values()) < datetime(2026, 1, 1, 12, 0, 1, tzinfo=UTC)  # none waited for the next second

@@ -62,6 +62,7 @@ class Dispatcher:
         self.send_ahead = timedelta(seconds=send_ahead)
         self.resolution = timedelta(seconds=resolution)
         self._pending: list[tuple[datetime, int, Fire]] = []
+        self._starved = False  # the last claim was cut short by max_pending: more may be due
         self._seq = itertools.count()
         self._mutex = threading.Lock()
 
@@ -72,6 +73,7 @@ class Dispatcher:
             room = self.max_pending - len(self._pending)
         limit = min(self.batch_size, room)
         if limit <= 0:
+            self._starved = True
             return 0, False
         started = time.perf_counter()
         try:
@@ -94,7 +96,13 @@ class Dispatcher:
             for fire in fires:
                 heapq.heappush(self._pending, (fire.due, next(self._seq), fire))  # its slot plus its jitter
         self._safely_tick(len(jobs), time.perf_counter() - started, failed=False)
+        # stopped by the room left, not by the store running out of due jobs: claim again once there is room
+        self._starved = len(jobs) == limit < self.batch_size
         return len(jobs), len(jobs) == limit
+
+    def _room(self) -> int:
+        with self._mutex:
+            return self.max_pending - len(self._pending)
 
     def release_due(self, now: datetime, stop: threading.Event | None = None) -> int:
         """Hand every held fire whose time has come to the queue (blocking while it is full)."""
@@ -146,8 +154,12 @@ class Dispatcher:
         while not stop.is_set():
             try:
                 now = self.clock.now()
-                if now >= next_tick or more:
-                    # a full batch means more may be due: claim again at once, not at the next second
+                room = self._starved and self._room() >= self.batch_size
+                if now >= next_tick or more or room:
+                    # a full batch means more may be due: claim again at once, not at the next second; so
+                    # does a claim cut short by max_pending once released fires have made room (under a
+                    # load of more than max_pending fires a second, waiting for the next second made each
+                    # fire late by up to a second, and an interval job's next fire later still)
                     _, more = self.claim(now)
                     if now >= next_tick:
                         next_tick = _next_second(now)

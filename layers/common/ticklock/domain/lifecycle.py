@@ -370,11 +370,12 @@ class TaskRunner:
         then shares its two commits with the batch. A fire off the common path (its lock held, its lease
         short, late, an execution of it there already) goes through ``run`` after the batch. A run that
         outlives its deadline is concluded by its take-over, which goes on with the rest of the batch; the
-        outcomes returned are then the ones known (the rest are empty). The batch's executions share one
-        ``started_at``: a fire's handler starts after those before it in the batch (quick ones)."""
-        outcomes = [Outcome() for _ in fires]
+        outcomes returned are then the ones known (the rest are empty). The batch's executions are recorded
+        with one ``started_at``: a fire's handler starts after those before it in the batch (quick ones, a
+        few milliseconds in all), and one held up longer is stamped afresh (``_on_time``)."""
         if len(fires) == 1:
             return [self.run(fires[0])]
+        outcomes = [Outcome() for _ in fires]
         now = self.clock.now()
         ready: list[tuple[int, _Ready]] = []
         alone: list[int] = []
@@ -441,7 +442,9 @@ class TaskRunner:
 
             def conclude(outcome: RunOutcome, item: _Ready = item) -> None:
                 # the take-over's thread: this run on its own, then the rest of the batch
-                self._conclude(item.fire, item.execution, outcome, item.fields, item.key, item.token, advance=True)
+                item.done = self._conclude(
+                    item.fire, item.execution, outcome, item.fields, item.key, item.token, advance=True
+                )
                 self._drive(batch)
 
             try:

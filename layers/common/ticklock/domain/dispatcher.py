@@ -69,9 +69,7 @@ class Dispatcher:
     # -- one claim round ----------------------------------------------------------------------------
     def claim(self, now: datetime) -> tuple[int, bool]:
         """Claim due jobs (up to one batch, within the room left); returns (claimed, came back full)."""
-        with self._mutex:
-            room = self.max_pending - len(self._pending)
-        limit = min(self.batch_size, room)
+        limit = min(self.batch_size, self._room())
         if limit <= 0:
             self._starved = True
             return 0, False

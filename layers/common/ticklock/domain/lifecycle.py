@@ -95,6 +95,20 @@ def _cause(execution: Execution) -> str:
     return "cut off" if execution.status is ExecutionStatus.INTERRUPTED else f"left running by {execution.owner}"
 
 
+def _past_window(fire: Fire, now: datetime) -> float | None:
+    """How late a scheduled fire is, if later than its job's catch-up window lets it run; else None."""
+    window = fire.job.policy.catchup_window
+    if fire.trigger is not Trigger.SCHEDULE or window is None:
+        return None
+    late = (now - fire.due).total_seconds()
+    return late if late > window else None
+
+
+def _lease_short(job: Job, now: datetime) -> bool:
+    """Whether the job's claim ends before a run starting now would (its deadline plus the lock margin)."""
+    return job.lease is None or now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until
+
+
 def _fields(fire: Fire) -> dict[str, Any]:
     """The log fields of a fire."""
     job = fire.job
@@ -266,13 +280,13 @@ class TaskRunner:
             )
             return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
         now = self.clock.now()
-        window, late = job.policy.catchup_window, (now - fire.due).total_seconds()
+        late = _past_window(fire, now)
         # a fire that has an execution already (a resume, a second delivery) is not judged late: it goes on
-        if fire.trigger is Trigger.SCHEDULE and window is not None and late > window and not self._has_run(fire):
+        if late is not None and not self._has_run(fire):
             reason = SkipReason.CATCHUP_WINDOW_PASSED.value
             log.info("fire.skipped", extra={**fields, "reason": reason, "late": round(late, 3)})
             return self._skip(fire, SkipReason.CATCHUP_WINDOW_PASSED)
-        if job.lease is None or now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until:
+        if _lease_short(job, now):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             return self._skip(fire, SkipReason.LEASE_EXPIRED)
 
@@ -394,7 +408,7 @@ class TaskRunner:
         batch, places = _Batch([]), []
         for k, (i, item) in enumerate(ready):
             if k >= len(started) or not started[k].created:  # not recorded, or recorded before: on its own
-                self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+                self._let_go(item)
                 alone.append(i)
                 continue
             item.fields["execution_id"] = item.execution.id
@@ -415,12 +429,7 @@ class TaskRunner:
         """``fire`` with its lock taken and its execution made, if it is on the common path; else None."""
         job = fire.job
         handler = self.registry.get(job.handler)
-        if handler is None or job.lease is None or not self.batchable(fire):
-            return None
-        window = job.policy.catchup_window
-        if fire.trigger is Trigger.SCHEDULE and window is not None and (now - fire.due).total_seconds() > window:
-            return None
-        if now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until:
+        if handler is None or not self.batchable(fire) or _past_window(fire, now) is not None or _lease_short(job, now):
             return None
         key = f"job:{job.id}"
         try:
@@ -458,10 +467,10 @@ class TaskRunner:
                     continue
             except Exception:  # as a worker's crash in ``run``: the others of the batch go on
                 log.exception("fire.crashed", extra=item.fields)
-                self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+                self._let_go(item)
                 continue
             # the run is over: the lock goes now, as in ``_conclude``
-            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            self._let_go(item)
             batch.ran.append((item, outcome))
         self._finish_many(batch.ran)
         return True
@@ -480,13 +489,17 @@ class TaskRunner:
             taken = self.store.take_over_execution(fresh, previous_token=item.execution.run_token)
         except TicklockError as exc:
             log.warning("batch.restamp_failed", extra={**item.fields, "error": exc.message})
-            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            self._let_go(item)
             return False  # RUNNING with an early deadline: resumed by the next claim, once its lease ends
         if not taken:
-            self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
+            self._let_go(item)
             return False
         item.execution = fresh
         return True
+
+    def _let_go(self, item: _Ready) -> None:
+        """Release a batch item's job lock (its run is over, or it leaves the batch)."""
+        self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
 
     def _finish_many(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
         """Steps 4 and 5 for the runs of a batch: one ``complete_many``; if that fails, each alone (retried

@@ -86,8 +86,8 @@ class _Inbox:
             self._since[me] = self._monotonic()
             return self._taken_one()
 
-    def _quick_other(self, me: int) -> bool:
-        """Under ``_mutex``: whether a worker other than ``me`` runs an item it took under ``stall`` ago."""
+    def _quick_other(self, me: int | None = None) -> bool:
+        """Under ``_mutex``: whether a worker (other than ``me``) runs an item it took under ``stall`` ago."""
         if not self._since:
             return False
         recent = self._monotonic() - self._stall
@@ -141,8 +141,7 @@ class _Inbox:
                 self._stalled.wait(self._stall)
                 if not (self._items and self._waiting) or self._waking:
                     continue
-                recent = self._monotonic() - self._stall
-                if any(since > recent for since in self._since.values()):
+                if self._quick_other():
                     continue  # a quick worker is taking the items
                 slow = len(self._since)
                 self._wake(min(len(self._items), self._waiting, max(1, slow)))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pymongo import ASCENDING, MongoClient, UpdateOne
+from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from ticklock.adapters.store.mongo.client import Doc
@@ -56,14 +57,7 @@ class Fires(Connection):
                 {"_id": f"{d['_id']}:{d.get('seq', 0)}", "token": token, "owner": owner, "at": ms(now)}
                 for d in candidates
             ]
-            lost: set[int] = set()
-            try:
-                self.claims.insert_many(marks, ordered=False)
-            except BulkWriteError as exc:
-                errors = exc.details.get("writeErrors", [])
-                if any(e.get("code") != 11000 for e in errors):
-                    raise
-                lost = {e["index"] for e in errors}
+            lost = _insert_new(self.claims, marks)
             won = [d for i, d in enumerate(candidates) if i not in lost]
             # one update per distinct timeout (the lease length): FerretDB 1.24 on PostgreSQL stalls on an
             # update command carrying ~50 statements, and one update_many is fewer round trips anyway
@@ -188,14 +182,7 @@ class Fires(Connection):
         docs = [execution_doc(e) for e in executions]
 
         def start() -> list[Started]:
-            taken: set[int] = set()
-            try:
-                self.executions.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                errors = exc.details.get("writeErrors", [])
-                if any(e.get("code") != 11000 for e in errors):
-                    raise
-                taken = {e["index"] for e in errors}
+            taken = _insert_new(self.executions, docs)
             found = {}
             if taken:
                 keys = [docs[i]["fire_key"] for i in taken]
@@ -387,3 +374,16 @@ class Fires(Connection):
         except PyMongoError as exc:  # as in ``finish_execution``: the advance stands, the summary misses it
             log.warning("store.summary_lost", extra={"job_id": summary.job_id, "error": str(exc)})
         return advanced
+
+
+def _insert_new(collection: Collection[Doc], docs: list[Doc]) -> set[int]:
+    """Insert ``docs`` in one unordered insert; the indexes of those whose ``_id`` or unique key was there
+    already (duplicate key, 11000). Any other write error is raised."""
+    try:
+        collection.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(e.get("code") != 11000 for e in errors):
+            raise
+        return {e["index"] for e in errors}
+    return set()

@@ -4,7 +4,6 @@ real SQLite store: each fire as ``run`` would take it alone, its record and fina
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -15,6 +14,7 @@ import pytest
 
 from tests.integration.conftest import Harness
 from tests.support.factories import make_execution
+from tests.support.waiting import wait_until
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Overlap, Policy
 from ticklock.domain.lifecycle import QUICK_RUNS, SkipReason, TaskRunner
 from ticklock.errors import StoreUnavailable
@@ -49,6 +49,15 @@ def quick(runner: TaskRunner, handler: str = "noop") -> None:
         runner._timed(handler, 0.0001)
 
 
+def quick_runner(h: Harness, store: Any = None) -> TaskRunner:
+    """The harness's runner, on ``store`` if given, with noop counting as quick."""
+    runner = h.runner()
+    if store is not None:
+        runner.store = store
+    quick(runner)
+    return runner
+
+
 def claimed(h: Harness, count: int, handler: str = "noop", **kw: Any) -> list[Fire]:
     for _ in range(count):
         h.add(handler, **kw)
@@ -62,9 +71,7 @@ def statuses(h: Harness, fires: list[Fire]) -> list[str]:
 def test_a_batch_records_in_one_write_and_finishes_in_one(fake: Harness) -> None:
     fires = claimed(fake, 12)
     store = Counting(fake.store)
-    runner = fake.runner()
-    runner.store = store
-    quick(runner)
+    runner = quick_runner(fake, store)
     assert all(runner.batchable(f) for f in fires)
     outcomes = runner.run_many(fires)
     assert [o.execution.status for o in outcomes if o.execution] == [ExecutionStatus.SUCCESS] * 12
@@ -85,8 +92,7 @@ def test_a_batch_records_in_one_write_and_finishes_in_one(fake: Harness) -> None
 
 def test_the_fires_a_batch_cannot_take_run_alone_after_it(fake: Harness, tmp_path: Any) -> None:
     fires = claimed(fake, 4)
-    runner = fake.runner()
-    quick(runner)
+    runner = quick_runner(fake)
     # 1: recorded (and finished) before, a second delivery; 2: its job's lock held by someone else
     first = make_execution(fires[1]).with_changes(status=ExecutionStatus.SUCCESS, finished_at=fake.clock.now())
     fake.store.start_execution(first)
@@ -104,9 +110,7 @@ def test_the_fires_a_batch_cannot_take_run_alone_after_it(fake: Harness, tmp_pat
 def test_a_failed_record_sends_each_fire_the_single_way(fake: Harness) -> None:
     fires = claimed(fake, 5)
     store = Counting(fake.store, failing=["start_executions"])
-    runner = fake.runner()
-    runner.store = store
-    quick(runner)
+    runner = quick_runner(fake, store)
     runner.run_many(fires)
     assert store.calls["start_execution"] == 5
     assert statuses(fake, fires) == ["success"] * 5
@@ -115,9 +119,7 @@ def test_a_failed_record_sends_each_fire_the_single_way(fake: Harness) -> None:
 def test_a_failed_final_write_completes_each_alone_and_counts_each_run_once(fake: Harness) -> None:
     fires = claimed(fake, 5)
     store = Counting(fake.store, failing=["complete_many"])
-    runner = fake.runner()
-    runner.store = store
-    quick(runner)
+    runner = quick_runner(fake, store)
     runner.run_many(fires)
     assert store.calls["complete"] == 5
     assert statuses(fake, fires) == ["success"] * 5
@@ -142,9 +144,7 @@ class ApplyThenFail:
 
 def test_a_final_write_that_applied_but_answered_an_error_is_not_lost_or_doubled(fake: Harness) -> None:
     fires = claimed(fake, 3)
-    runner = fake.runner()
-    runner.store = ApplyThenFail(fake.store)
-    quick(runner)
+    runner = quick_runner(fake, ApplyThenFail(fake.store))
     outcomes = runner.run_many(fires)
     assert statuses(fake, fires) == ["success"] * 3
     for fire in fires:
@@ -177,8 +177,7 @@ def test_a_handler_is_quick_only_after_enough_quick_runs(fake: Harness) -> None:
 )
 def test_fires_the_single_path_must_take_are_not_batchable(fake: Harness, change: dict[str, Any]) -> None:
     [fire] = claimed(fake, 1)
-    runner = fake.runner()
-    quick(runner)
+    runner = quick_runner(fake)
     assert runner.batchable(fire)
     assert not runner.batchable(replace(fire, job=fire.job.with_changes(**change)))
 
@@ -212,9 +211,7 @@ def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline
         def all_final() -> bool:
             return all(s != "running" for s in statuses(inline, fires)) and len(statuses(inline, fires)) == 4
 
-        end = time.monotonic() + 10
-        while time.monotonic() < end and not all_final():
-            time.sleep(0.01)
+        wait_until(all_final)
         assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
         assert worker.is_alive()  # still held by b's handler
         assert [name for name, _ in runs] == ["a", "b", "c", "d"]
@@ -233,8 +230,7 @@ def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline
 
 def test_a_batch_cut_off_by_shutdown_is_interrupted_and_released(fake: Harness) -> None:
     fires = claimed(fake, 3)
-    runner = fake.runner()
-    quick(runner)
+    runner = quick_runner(fake)
     runner.shutdown.set()  # no attempt starts: each fire is interrupted and its claim given back
     runner.run_many(fires)
     assert statuses(fake, fires) == ["interrupted"] * 3

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from tests.integration.conftest import Harness
 from tests.support.factories import make_execution
 from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
+from tests.support.waiting import wait_until
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
 from ticklock.domain.invoke import Invoker
@@ -93,15 +93,6 @@ def run_in_thread(runner: Any, fire: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, outcomes
 
 
-def wait_for(condition: Any, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return bool(condition())
-
-
 def test_an_inline_handler_ignoring_its_deadline_is_finished_while_it_runs_and_keeps_the_lock(
     inline: Harness, caplog: Any
 ) -> None:
@@ -119,7 +110,7 @@ def test_an_inline_handler_ignoring_its_deadline_is_finished_while_it_runs_and_k
             found = inline.store.list_executions(job.id)
             return bool(found) and found[0].status is ExecutionStatus.TIMEOUT
 
-        assert wait_for(finished)
+        assert wait_until(finished)
         assert thread.is_alive() and outcomes == []  # the handler still sleeps on the worker
         assert stuck == [thread]
         assert inline.store.get_job(job.id).lease is None  # advanced
@@ -157,7 +148,11 @@ def test_an_inline_run_cut_off_at_shutdown_is_interrupted_and_released(inline: H
     def interrupted() -> bool:
         return inline.store.list_executions(job.id)[0].status is ExecutionStatus.INTERRUPTED
 
-    assert wait_for(interrupted)
+    def released() -> bool:  # the take-over's second write, after the execution's
+        return inline.store.get_job(job.id).lease is None
+
+    assert wait_until(interrupted)
+    assert wait_until(released)
     assert thread.is_alive()
     after = inline.store.get_job(job.id)
     assert after.lease is None and after.next_run_at == job.next_run_at  # released, due again: resumed later

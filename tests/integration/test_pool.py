@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from tests.support.factories import make_job, manual_fire
+from tests.support.waiting import wait_until
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.domain.jobs import Fire
 
@@ -19,15 +19,6 @@ def fire(name: str = "job") -> Fire:
 
 def fires(count: int) -> list[Fire]:
     return [fire(f"job-{i}") for i in range(count)]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 class Frozen:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.support import waiting
 from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.handlers.registry import Handler, HandlerContext, HandlerFunc
 
@@ -19,12 +20,7 @@ def handler(name: str, func: HandlerFunc) -> Handler:
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+    return waiting.wait_until(condition, timeout)
 
 
 def call_in_thread(

@@ -42,6 +42,34 @@ def test_duplicate_name_is_rejected_and_nothing_is_written(store: Store) -> None
     assert len(store.list_jobs()) == 1
 
 
+def test_concurrent_creates_of_one_name_leave_one_and_lose_none_of_the_others(store: Store) -> None:
+    """Eight threads create 40 jobs each at once, every fourth one under a name all threads share (on
+    SQLite the creates meet in group commits): each shared name is created once and refused to the
+    other seven, and every job not refused is stored whole."""
+    created: list[Job] = []
+    refused: list[str] = []
+    start = threading.Barrier(8)
+
+    def add(side: int) -> None:
+        start.wait()
+        for i in range(40):
+            job = make_job(f"shared-{i}" if i % 4 == 0 else f"own-{side}-{i}")
+            try:
+                created.append(store.add_job(job))
+            except DuplicateJobName as exc:
+                refused.append(exc.name)
+
+    threads = [threading.Thread(target=add, args=(side,)) for side in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(refused) == sorted(f"shared-{i}" for i in range(0, 40, 4) for _ in range(7))
+    assert len(created) == 8 * 30 + 10
+    stored = {j.id: j for j in store.list_jobs(limit=1000)}
+    assert stored == {j.id: j for j in created}
+
+
 def test_add_jobs_inserts_every_job_of_the_batch(store: Store) -> None:
     jobs = [make_job(f"batch-{i:03}", schedule=CronSchedule(f"{i % 60} * * * * *")) for i in range(120)]
     store.add_jobs(jobs)

@@ -25,17 +25,21 @@ STATES = {
 }
 
 
+_INSERT_NEW = f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS}) ON CONFLICT (name) DO NOTHING"
+
+
 class Jobs(Connection):
     def add_job(self, job: Job) -> Job:
-        if self.find_job_by_name(job.name) is not None:
-            # refused before it joins a group: a failing write would undo its group's other writes (the
-            # runners' among them) and have each run again alone. A name taken meanwhile still fails below.
-            raise DuplicateJobName(job.name)
         row = job_row(job, job.created_at)
-        try:  # a group commit: creates sent together (many API clients) share their transaction
-            self._write(lambda conn: conn.execute(f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS})", row))
-        except sqlite3.IntegrityError as exc:
+        # a group commit: creates sent together (many API clients) share their transaction. A name taken
+        # is no error inside the group (that would undo its other writes, the runners' among them, and run
+        # each again alone): the row is not inserted, and the create fails here, after the commit.
+        try:
+            inserted = self._write(lambda conn: conn.execute(_INSERT_NEW, row).rowcount)
+        except sqlite3.IntegrityError as exc:  # the id (a random 128 bits) taken: no name conflict reaches here
             raise DuplicateJobName(job.name) from exc
+        if not inserted:
+            raise DuplicateJobName(job.name)
         return job
 
     def add_jobs(self, jobs: Sequence[Job]) -> None:

@@ -9,8 +9,10 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ticklock.api.http import MAX_JSON_DEPTH, BadJson, read_json
+from ticklock.api.http import MAX_JSON_DEPTH, BadJson, _depth, read_json
 
 Harness = Any
 JOB = {"name": "edge", "handler": "noop", "schedule": {"kind": "interval", "seconds": 60}}
@@ -74,6 +76,42 @@ def test_read_json_depth_limit_counts_outside_strings() -> None:
         read_json(deep.encode())
     # brackets inside a string are text, not nesting
     assert read_json(json.dumps({"s": "[" * 500}).encode()) == {"s": "[" * 500}
+
+
+def depth_by_hand(text: str) -> int:
+    """The oracle: one character at a time, a string's escapes followed by hand."""
+    deepest = level = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif char in "]}":
+            level -= 1
+    return deepest
+
+
+PIECES = ["[", "]", "{", "}", '"', "a", ",", "[[[[", "]]", "é", "\n", '"["', '"]"', "{[", "}]"]
+ESCAPES = ["\\", '\\"', "\\\\", "\\["]
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(PIECES + ESCAPES), max_size=400), st.booleans())
+def test_depth_agrees_with_a_scan_one_character_at_a_time(pieces: list[str], plain: bool) -> None:
+    """Both ways of the scan, a body without a backslash and one with, against the oracle."""
+    if plain:
+        pieces = [piece for piece in pieces if "\\" not in piece]
+    text = "[" * (MAX_JSON_DEPTH + 1) + "".join(pieces)  # past the shortcut, so the scan runs
+    assert _depth(text.encode()) == depth_by_hand(text)
 
 
 # -- finding 4: authentication before parsing ----------------------------------------------------------

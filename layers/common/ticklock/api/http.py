@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from http import HTTPStatus
 from typing import Any
 
@@ -65,7 +67,7 @@ def read_json(body: bytes) -> Any:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadJson(f"the body is not UTF-8: byte 0x{body[exc.start]:02x} at offset {exc.start}") from None
-    depth = _depth(text)
+    depth = _depth(body)
     if depth > MAX_JSON_DEPTH:
         raise BadJson(f"the body is nested {depth} levels deep; at most {MAX_JSON_DEPTH} are read")
     try:
@@ -80,29 +82,31 @@ def read_json(body: bytes) -> Any:
         raise BadJson(f"the body is not valid JSON: {exc}") from None
 
 
-def _depth(text: str) -> int:
+def _depth(body: bytes) -> int:
     """The deepest nesting of ``[`` / ``{`` outside strings; counted before parsing, so a body nested
-    ten thousand deep costs one scan instead of a recursion error deep inside the parser."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+    ten thousand deep costs one scan instead of a recursion error deep inside the parser.
+
+    On the bytes (a string's escapes, brackets and quotes are all ASCII, which no byte of a multi-byte
+    character is), without a loop over each: a body without a backslash keeps only its brackets and
+    quotes, and its strings are the quotes in pairs; with one, each string is cut out by a pattern that
+    knows escapes (an unterminated string runs to the end). A loop over every character took a fifth of
+    a 1,000-job batch's parsing."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
         return 0  # cannot be deeper than the limit: skip the scan
-    deepest = level = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            level += 1
-            deepest = max(deepest, level)
-        elif char in "]}":
-            level -= 1
-    return deepest
+    if b"\\" in body:
+        brackets = _STRING.sub(b"", body).translate(None, _ALL_BUT_BRACKETS)
+    else:
+        shape = body.translate(None, _ALL_BUT_BRACKETS_AND_QUOTES)
+        brackets = shape.replace(b'""', b"")  # the strings without a bracket: a quote, and the next
+        if b'"' in brackets:  # some string holds a bracket
+            brackets = _QUOTED.sub(b"", shape)
+    return max(accumulate((1 if byte in b"[{" else -1 for byte in brackets), initial=0))
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_QUOTED = re.compile(rb'"[^"]*"?')
+_ALL_BUT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_ALL_BUT_BRACKETS_AND_QUOTES = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from ticklock.adapters.records import (
@@ -46,6 +47,7 @@ def utc_now() -> datetime:
 
 MICROS = Times(us, from_us)
 JOB_COLUMN_NAMES = tuple(c.strip() for c in JOB_COLUMNS.split(","))
+_in_column_order = itemgetter(*JOB_COLUMN_NAMES)
 DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's definition rewrites
 
 
@@ -64,8 +66,7 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
 
 
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
-    values = job_values(job, now)
-    return tuple(values[c] for c in JOB_COLUMN_NAMES)
+    return _in_column_order(job_values(job, now))  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=4096)

@@ -11,8 +11,8 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
 from http import HTTPStatus
+from itertools import accumulate
 from typing import Any
 
 JSON = "application/json"

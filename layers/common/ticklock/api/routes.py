@@ -40,6 +40,7 @@ from ticklock.api.schemas import (
     JobBatch,
     JobBatchOut,
     JobCreate,
+    JobCreatedOut,
     JobFires,
     JobOut,
     JobPage,
@@ -271,10 +272,10 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def create_jobs(call: Call) -> Reply:
         body: JobBatch = call.body
         jobs = service.create_many([item.to_spec() for item in body.jobs])
-        page = JobBatchOut.model_validate(
-            {"items": [{"id": j.id, "name": j.name, "enabled": j.enabled, "next_run_at": j.next_run_at} for j in jobs]}
-        )
-        return Reply.json(201, page.model_dump_json().encode())
+        # built from the jobs just made, not validated again (that was a twentieth of a batch's time)
+        items = [JobCreatedOut.model_construct(id=j.id, name=j.name, enabled=j.enabled, next_run_at=j.next_run_at)
+                 for j in jobs]  # fmt: skip
+        return Reply.json(201, JobBatchOut.model_construct(items=items).model_dump_json().encode())
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query

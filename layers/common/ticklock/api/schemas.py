@@ -181,7 +181,13 @@ class PolicyIn(BaseModel):
     )
 
     def to_domain(self) -> Policy:
+        if self is _NO_POLICY:
+            return DEFAULT_POLICY  # a job given no policy (most of a batch's): one shared, frozen default
         return Policy(catchup_window=self.catchup_window, overlap=self.overlap, max_jitter=self.max_jitter)
+
+
+_NO_POLICY = PolicyIn.model_construct()  # every field its default (nothing to validate); never changed
+DEFAULT_POLICY = Policy()
 
 
 class AlertsIn(BaseModel):
@@ -250,7 +256,7 @@ class JobCreate(BaseModel):
     )
     max_retries: WholeNumber = Field(0, ge=0, le=25)
     enabled: StrictBool = True
-    policy: PolicyIn = Field(default_factory=lambda: PolicyIn.model_validate({}))
+    policy: PolicyIn = Field(default_factory=lambda: _NO_POLICY)
     alerts: AlertsIn | None = None
 
     def to_spec(self) -> JobSpec:

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from ticklock.api.schemas import JobBatchOut
+
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Harness = Any  # conftest.ApiHarness
 
@@ -42,6 +44,8 @@ def test_a_batch_creates_every_job_in_order_and_each_reads_back_as_post_jobs_mad
     assert response.status_code == 201, response.text
     created = response.json()["items"]
     assert [j["name"] for j in created] == ["cron", "interval", "once"]
+    # written without the model, byte for byte what the documented model writes
+    assert response.content == JobBatchOut.model_validate(response.json()).model_dump_json().encode()
     assert len({j["id"] for j in created}) == 3
     jobs = []
     for item_out in created:

@@ -17,7 +17,7 @@ from datetime import datetime
 from http import HTTPStatus
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ticklock import __version__
 from ticklock.api.http import Reply
@@ -40,7 +40,6 @@ from ticklock.api.schemas import (
     JobBatch,
     JobBatchOut,
     JobCreate,
-    JobCreatedOut,
     JobFires,
     JobOut,
     JobPage,
@@ -70,6 +69,8 @@ from ticklock.plugin import HealthCheck
 from ticklock.ports import Store
 
 FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
+# JobBatchOut as plain dicts: the same bytes as the model gives (a test compares them), without building it
+_BATCH_OUT = TypeAdapter(dict[str, list[dict[str, Any]]])
 MAX_PARAM = 256  # a path parameter longer than this matches no route: no id is this long
 # a batch's body at most: under Lambda's 6 MB limit on a synchronous request, which the API function is
 # behind and which counts the body escaped inside the event with its headers (a single job's body, if
@@ -272,10 +273,10 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def create_jobs(call: Call) -> Reply:
         body: JobBatch = call.body
         jobs = service.create_many([item.to_spec() for item in body.jobs])
-        # built from the jobs just made, not validated again (that was a twentieth of a batch's time)
-        items = [JobCreatedOut.model_construct(id=j.id, name=j.name, enabled=j.enabled, next_run_at=j.next_run_at)
-                 for j in jobs]  # fmt: skip
-        return Reply.json(201, JobBatchOut.model_construct(items=items).model_dump_json().encode())
+        # JobBatchOut's shape, written from the jobs just made: validating it again, or even building its
+        # models, was a twentieth of a batch's time
+        items = [{"id": j.id, "name": j.name, "enabled": j.enabled, "next_run_at": j.next_run_at} for j in jobs]
+        return Reply.json(201, _BATCH_OUT.dump_json({"items": items}))
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query

@@ -104,15 +104,29 @@ class Times:
         return None if value is None else self.decode(value)
 
 
-def job_record(job: Job, times: Times) -> dict[str, Any]:
-    """Every field of ``job`` (``JOB_FIELDS``), with the schedule as its dict and the payload as a dict."""
+def _same(value: dict[str, Any]) -> Any:
+    return value
+
+
+def job_record(
+    job: Job,
+    times: Times,
+    *,
+    schedule: Callable[[Schedule], Any] = schedule_to_dict,
+    payload: Callable[[Mapping[str, Any]], Any] = dict,
+    policy: Callable[[Policy], Any] = Policy.to_record,
+    nested: Callable[[dict[str, Any]], Any] = _same,
+) -> dict[str, Any]:
+    """Every field of ``job`` (``JOB_FIELDS``); ``schedule``, ``payload`` and ``policy`` write those fields
+    as the record keeps them, and ``nested`` the dicts of its hold, alert rules and backfill (by default
+    dicts all: a store that keeps them as text says so here, rather than undo them after)."""
     lease = job.lease
     return {
         "id": job.id,
         "name": job.name,
         "handler": job.handler,
-        "schedule": schedule_to_dict(job.schedule),
-        "payload": dict(job.payload),
+        "schedule": schedule(job.schedule),
+        "payload": payload(job.payload),
         "timeout": job.timeout,
         "max_retries": job.max_retries,
         "enabled": job.enabled,
@@ -125,11 +139,11 @@ def job_record(job: Job, times: Times) -> dict[str, Any]:
         "created_at": times.encode(job.created_at),
         "updated_at": times.encode(job.updated_at),
         "disabled_reason": job.disabled_reason,
-        "policy": job.policy.to_record(),
-        "hold": None if job.hold is None else job.hold.to_dict(),
-        "alerts": None if job.alerts is None else job.alerts.to_dict(),
+        "policy": policy(job.policy),
+        "hold": None if job.hold is None else nested(job.hold.to_dict()),
+        "alerts": None if job.alerts is None else nested(job.alerts.to_dict()),
         "open_alerts": open_alerts_text(job.open_alerts),
-        "backfill": None if job.backfill is None else job.backfill.to_dict(),
+        "backfill": None if job.backfill is None else nested(job.backfill.to_dict()),
         **run_record(job.last_run, times),
     }
 

@@ -47,15 +47,13 @@ def _payload_from(value: Any) -> Any:
 
 def definition_doc(job: Job) -> Doc:
     """The fields a change to a job's definition sets (``DEFINITION_FIELDS`` of the shared record)."""
-    record = job_record(job, MILLIS)
-    record["payload"] = _payload_text(record["payload"])
+    record = job_record(job, MILLIS, payload=_payload_text)
     return {field: record[field] for field in DEFINITION_FIELDS}
 
 
 def job_doc(job: Job, now: datetime) -> Doc:
     """The whole document: the shared record under ``_id``, with ``due_at`` and ``seq`` (claims' counter)."""
-    record = job_record(job, MILLIS)
-    record["payload"] = _payload_text(record["payload"])
+    record = job_record(job, MILLIS, payload=_payload_text)
     return {"_id": record.pop("id"), **record, "due_at": ms_or_none(job.due_at(now)), "seq": 0}
 
 

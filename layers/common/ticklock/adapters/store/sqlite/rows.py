@@ -52,15 +52,10 @@ DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's 
 
 
 def job_values(job: Job, now: datetime) -> dict[str, Any]:
-    """The job's columns by name: the shared record, its schedule and payload as JSON text, and ``due_at``."""
-    values = job_record(job, MICROS)
-    values["schedule"] = schedule_text(job.schedule)
-    values["payload"] = json.dumps(values["payload"])
+    """The job's columns by name: the shared record, its schedule, payload, policy, hold, alert rules and
+    backfill as JSON text, and ``due_at``."""
+    values = job_record(job, MICROS, schedule=schedule_text, payload=json.dumps, policy=policy_text, nested=json.dumps)
     values["enabled"] = int(job.enabled)
-    values["policy"] = policy_text(job.policy)
-    values["hold"] = None if job.hold is None else json.dumps(values["hold"])
-    values["alerts"] = None if job.alerts is None else json.dumps(values["alerts"])
-    values["backfill"] = None if job.backfill is None else json.dumps(values["backfill"])
     values["due_at"] = us(job.due_at(now))
     return values
 

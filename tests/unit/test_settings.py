@@ -23,6 +23,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "queue_size": ["-1", "100001", "x"],
     "batch_size": ["0", "10001", "1e3"],
     "lookahead": ["-0.1", "10.1", "soon", "nan"],
+    "max_pending": ["0", "1000001", "lots"],
     "lease_slack": ["0.5", "3601", "inf"],
     "shutdown_grace": ["-1", "3601", "later"],
     "retention_per_job": ["0", "10000001", "all"],
@@ -289,3 +290,24 @@ def test_the_store_and_lock_come_from_their_secrets_checked_and_never_echoed() -
     assert "app/store" in str(bad.value) and "TICKLOCK_STORE" in str(bad.value) and "hunter2" not in str(bad.value)
     plain = Settings.load(environ={}, plugins=())
     assert plain.with_secrets(lambda name: pytest.fail(f"read {name}")) is plain  # no secret named: none read
+
+
+def test_max_pending_bounds_the_fires_the_dispatcher_holds() -> None:
+    from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+    from ticklock.adapters.store.sqlite import SQLiteStore
+    from ticklock.clock import SystemClock
+    from ticklock.runtimes.wiring import build_dispatcher
+
+    store = SQLiteStore(":memory:")
+    settings = Settings.load({"TICKLOCK_MAX_PENDING": "7"}, plugins=())
+    assert Settings.load({}, plugins=()).max_pending == 10_000
+    dispatcher = build_dispatcher(
+        settings,
+        store=store,
+        queue=None,
+        clock=SystemClock(),
+        metrics=PrometheusMetrics(),
+        owner="t",  # type: ignore[arg-type]
+    )
+    assert dispatcher.max_pending == 7
+    store.close()

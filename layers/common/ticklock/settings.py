@@ -109,6 +109,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch_size", "100", integer(1, 10_000), "jobs claimed per store round trip"),
     Setting("lookahead", "1.0", number(0.0, 10.0), "seconds ahead a due job is claimed, to start it on time"),
     Setting(
+        "max_pending",
+        "10000",
+        integer(1, 1_000_000),
+        "claimed fires held for their time at most (a burst on one instant is claimed this far ahead)",
+    ),
+    Setting(
         "dispatch_resolution",
         "0.005",
         number(0.0, 1.0),
@@ -230,6 +236,7 @@ class Settings:
     queue_size: int
     batch_size: int
     lookahead: float
+    max_pending: int
     dispatch_resolution: float
     lease_slack: float
     shutdown_grace: float

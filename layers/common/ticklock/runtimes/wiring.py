@@ -121,6 +121,7 @@ def build_dispatcher(
         owner=owner,
         batch_size=settings.batch_size,
         lookahead=settings.lookahead,
+        max_pending=settings.max_pending,
         lease_slack=settings.lease_slack,
         send_ahead=send_ahead,
         resolution=settings.dispatch_resolution,

@@ -304,10 +304,10 @@ def test_max_pending_bounds_the_fires_the_dispatcher_holds() -> None:
     dispatcher = build_dispatcher(
         settings,
         store=store,
-        queue=None,
+        queue=None,  # type: ignore[arg-type]  (never used: nothing is claimed)
         clock=SystemClock(),
         metrics=PrometheusMetrics(),
-        owner="t",  # type: ignore[arg-type]
+        owner="t",
     )
     assert dispatcher.max_pending == 7
     store.close()

@@ -304,7 +304,7 @@ def test_max_pending_bounds_the_fires_the_dispatcher_holds() -> None:
     dispatcher = build_dispatcher(
         settings,
         store=store,
-        queue=None,  # type: ignore[arg-type]  (never used: nothing is claimed)
+        queue=None,  # type: ignore[arg-type] # never used: nothing is claimed
         clock=SystemClock(),
         metrics=PrometheusMetrics(),
         owner="t",

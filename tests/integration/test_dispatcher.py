@@ -190,9 +190,13 @@ def test_the_loop_drains_full_batches_within_one_tick(tmp_path: Path) -> None:
     assert claims[0] == claims[1] == claims[2]  # three batches without waiting for the next second
 
 
-def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(tmp_path: Path) -> None:
-    # 60 jobs due over the coming 0.3 s, at most 20 held: as the held ones go out, the loop claims more
-    # within the same second (waiting for the next one made a load above max_pending a second late)
+@pytest.mark.parametrize(("batch_size", "max_pending"), [(10, 20), (30, 7)])
+def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(
+    tmp_path: Path, batch_size: int, max_pending: int
+) -> None:
+    # 60 jobs due over the coming 0.3 s, at most 20 (or 7, fewer than a batch) held: as the held ones go
+    # out, the loop claims more within the same second (waiting for the next one made a load above
+    # max_pending a second late; with max_pending below the batch, room for a whole batch never came)
     first: dict[str, datetime] = {}  # each job's first claim (the fires are not run: leases run out later)
 
     class Recording(SQLiteStore):
@@ -209,7 +213,13 @@ def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(tmp_pa
     collected = Collector()
     pool = WorkerPool(collected, workers=2)
     dispatcher = Dispatcher(
-        store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=10, max_pending=20
+        store=store,
+        queue=pool,
+        clock=clock,
+        metrics=RecordingMetrics(),
+        owner="d",
+        batch_size=batch_size,
+        max_pending=max_pending,
     )
     stop = threading.Event()
     loop = threading.Thread(target=dispatcher.run, args=(stop,))
@@ -222,3 +232,37 @@ def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(tmp_pa
     store.close()
     assert len(first) == 60
     assert max(first.values()) < datetime(2026, 1, 1, 12, 0, 1, tzinfo=UTC)  # none waited for the next second
+
+
+def test_a_store_down_while_claims_are_cut_short_is_tried_once_a_second(tmp_path: Path) -> None:
+    """A claim cut short by max_pending asks again as soon as there is room; if the store is down by
+    then, the next try waits for the next second instead of looping on the failing store."""
+    from ticklock.errors import StoreUnavailable
+
+    calls: list[datetime] = []
+
+    class FailingLater(SQLiteStore):
+        def claim_due(self, *, now: datetime, **kw: Any) -> list[Job]:
+            calls.append(now)
+            if len(calls) > 1:
+                raise StoreUnavailable("down")
+            return super().claim_due(now=now, **kw)
+
+    store = FailingLater(tmp_path / "down.db")
+    clock = FakeClock(datetime(2026, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC))
+    start = clock.now()
+    store.add_jobs([make_job(next_run_at=start + timedelta(milliseconds=5 * (i + 1))) for i in range(20)])
+    pool = WorkerPool(Collector(), workers=2)
+    dispatcher = Dispatcher(
+        store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=10, max_pending=5
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=dispatcher.run, args=(stop,))
+    loop.start()
+    loop.join(0.5)  # real time: a loop on the failing store would call it thousands of times
+    stop.set()
+    loop.join(5)
+    pool.stop(5)
+    store.close()
+    seconds = (clock.now() - start).total_seconds()
+    assert 2 <= len(calls) <= seconds + 3, (len(calls), seconds)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ticklock.domain.dispatcher import MAX_PENDING
 from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import ConfigError
 from ticklock.plugin import (
@@ -110,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lookahead", "1.0", number(0.0, 10.0), "seconds ahead a due job is claimed, to start it on time"),
     Setting(
         "max_pending",
-        "10000",
+        str(MAX_PENDING),
         integer(1, 1_000_000),
         "claimed fires held for their time at most (a burst on one instant is claimed this far ahead)",
     ),

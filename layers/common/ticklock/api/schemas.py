@@ -158,7 +158,7 @@ Payload = Annotated[dict[str, Any], Field(description="a JSON object handed to t
 class PolicyIn(BaseModel):
     """How the job's fires are decided beyond its schedule; every field may be left out (its default)."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(extra="forbid", frozen=True)  # its default is one instance, shared
     catchup_window: StrictFloat | None = Field(
         None,
         ge=1.0,
@@ -186,7 +186,7 @@ class PolicyIn(BaseModel):
         return Policy(catchup_window=self.catchup_window, overlap=self.overlap, max_jitter=self.max_jitter)
 
 
-_NO_POLICY = PolicyIn.model_construct()  # every field its default (nothing to validate); never changed
+_NO_POLICY = PolicyIn.model_construct()  # every field its default (nothing to validate); frozen
 DEFAULT_POLICY = Policy()
 
 

@@ -32,6 +32,9 @@ from ticklock.ports import FireQueue, Metrics, Store
 log = logging.getLogger("ticklock.dispatcher")
 
 
+MAX_PENDING = 10_000  # claimed fires held for their time, at most (the setting's default)
+
+
 class Dispatcher:
     """Claims due jobs in batches and releases each fire to the queue at its scheduled time."""
 
@@ -46,7 +49,7 @@ class Dispatcher:
         batch_size: int = 100,
         lookahead: float = 1.0,
         lease_slack: float = 60.0,
-        max_pending: int | None = None,
+        max_pending: int = MAX_PENDING,
         send_ahead: float = 0.0,
         resolution: float = 0.0,
     ) -> None:
@@ -58,7 +61,7 @@ class Dispatcher:
         self.batch_size = batch_size
         self.lookahead = timedelta(seconds=lookahead)
         self.slack = timedelta(seconds=lease_slack)
-        self.max_pending = max_pending or 10 * batch_size
+        self.max_pending = max_pending
         self.send_ahead = timedelta(seconds=send_ahead)
         self.resolution = timedelta(seconds=resolution)
         self._pending: list[tuple[datetime, int, Fire]] = []
@@ -81,6 +84,7 @@ class Dispatcher:
         except StoreUnavailable as exc:
             log.error("tick.store_unavailable", extra={"error": str(exc)})
             self._safely_tick(0, time.perf_counter() - started, failed=True)
+            self._starved = False  # tried again at the next second, not at once (no loop on a store that is down)
             return 0, False
         fires = []
         for job in jobs:
@@ -97,6 +101,11 @@ class Dispatcher:
         # stopped by the room left, not by the store running out of due jobs: claim again once there is room
         self._starved = len(jobs) == limit < self.batch_size
         return len(jobs), len(jobs) == limit
+
+    def _room_again(self) -> bool:
+        """Whether the last claim was cut short by max_pending and a batch's worth of room (or, with
+        max_pending below a batch, all of it) has come since."""
+        return self._starved and self._room() >= min(self.batch_size, self.max_pending)
 
     def _room(self) -> int:
         with self._mutex:
@@ -152,8 +161,7 @@ class Dispatcher:
         while not stop.is_set():
             try:
                 now = self.clock.now()
-                room = self._starved and self._room() >= self.batch_size
-                if now >= next_tick or more or room:
+                if now >= next_tick or more or self._room_again():
                     # a full batch means more may be due: claim again at once, not at the next second; so
                     # does a claim cut short by max_pending once released fires have made room (under a
                     # load of more than max_pending fires a second, waiting for the next second made each
@@ -162,7 +170,7 @@ class Dispatcher:
                     if now >= next_tick:
                         next_tick = _next_second(now)
                 self.release_due(self.clock.now() + self.send_ahead, stop)
-                if more:
+                if more or self._room_again():  # before sleeping: the room may have come with the last release
                     continue
                 now = self.clock.now()
                 wake = next_tick

@@ -38,7 +38,7 @@ def _payload_text(payload: Mapping[str, Any]) -> str:
     # JSON text, not a subdocument: the payload comes back exactly as given on every MongoDB (FerretDB 1.24
     # refuses nested arrays; BSON has no place for -0 vs 0 in every server's eyes), and the store never
     # queries inside it. Older documents with a subdocument still read.
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(dict(payload), ensure_ascii=False, separators=(",", ":"))  # any Mapping, as a JSON object
 
 
 def _payload_from(value: Any) -> Any:

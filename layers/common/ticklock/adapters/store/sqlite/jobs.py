@@ -36,7 +36,7 @@ class Jobs(Connection):
         # each again alone): the row is not inserted, and the create fails here, after the commit.
         try:
             inserted = self._write(lambda conn: conn.execute(_INSERT_NEW, row).rowcount)
-        except sqlite3.IntegrityError as exc:  # the id (a random 128 bits) taken: no name conflict reaches here
+        except sqlite3.IntegrityError as exc:  # a name taken is not one (DO NOTHING); the id, random, is all but
             raise DuplicateJobName(job.name) from exc
         if not inserted:
             raise DuplicateJobName(job.name)

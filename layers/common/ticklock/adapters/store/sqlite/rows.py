@@ -4,6 +4,7 @@ order, with times as integer microseconds since the epoch (UTC) and the schedule
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from operator import itemgetter
@@ -54,7 +55,9 @@ DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's 
 def job_values(job: Job, now: datetime) -> dict[str, Any]:
     """The job's columns by name: the shared record, its schedule, payload, policy, hold, alert rules and
     backfill as JSON text, and ``due_at``."""
-    values = job_record(job, MICROS, schedule=schedule_text, payload=json.dumps, policy=policy_text, nested=json.dumps)
+    values = job_record(
+        job, MICROS, schedule=schedule_text, payload=payload_text, policy=policy_text, nested=json.dumps
+    )
     values["enabled"] = int(job.enabled)
     values["due_at"] = us(job.due_at(now))
     return values
@@ -68,6 +71,10 @@ def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
 def schedule_text(schedule: Schedule) -> str:
     # written as often as read (every create and change): each frozen schedule's text is made once
     return json.dumps(schedule_to_dict(schedule))
+
+
+def payload_text(payload: Mapping[str, Any]) -> str:
+    return json.dumps(dict(payload))  # any Mapping (a job's payload is typed as one), as a JSON object
 
 
 @lru_cache(maxsize=256)

@@ -421,6 +421,24 @@ def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:
     assert {e.id for e in store.list_executions(job.id)} == {rows[0].id, rows[5].id}
 
 
+def test_prune_beyond_keep_per_job_takes_long_histories_whole_and_leaves_short_ones(store: Store) -> None:
+    """700 finished runs of one job (more than one delete's chunk on SQLite) and 20 of another: keeping
+    100 a job deletes the first's 600 oldest, and nothing of the second."""
+    long, short = store.add_job(make_job("long")), store.add_job(make_job("short"))
+    kept: list[str] = []
+    for job, count in ((long, 700), (short, 20)):
+        for i in range(count):
+            fire = Fire(job, T0 + timedelta(seconds=i), Trigger.SCHEDULE, "t")
+            execution = store.start_execution(make_execution(fire)).execution
+            done = execution.with_changes(status=ExecutionStatus.SUCCESS, finished_at=fire.scheduled_at)
+            store.finish_execution(done)
+            if job is short or i >= 600:
+                kept.append(execution.id)
+    assert store.prune_executions(older_than=T0 - timedelta(days=1), keep_per_job=100) == 600
+    left = {e.id for job in (long, short) for e in store.list_executions(job.id, limit=1000)}
+    assert left == set(kept)
+
+
 def test_open_executions_are_the_detached_unfinished_past_their_deadline_earliest_first(store: Store) -> None:
     job = store.add_job(make_job(timeout=10))
     rows = []

@@ -91,16 +91,40 @@ class Executions(Connection):
         return [execution_from_row(r) for r in rows]
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
-        final = "status NOT IN ('running', 'interrupted')"
         with self._tx() as conn:
-            gone = conn.execute(f"DELETE FROM executions WHERE {final} AND finished_at < ?", (us(older_than),)).rowcount
-            gone += conn.execute(
-                f"""DELETE FROM executions WHERE id IN (
-                        SELECT id FROM (
-                            SELECT id, ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY scheduled_at DESC) AS n
-                            FROM executions WHERE {final} AND trigger != 'backfill')
-                        WHERE n > ?)""",
-                (keep_per_job,),
+            gone = conn.execute(
+                f"DELETE FROM executions WHERE {_FINAL} AND finished_at < ?", (us(older_than),)
             ).rowcount
             gone += conn.execute("DELETE FROM ledger WHERE last_at < ?", (us(older_than),)).rowcount
+        # Each job's history beyond keep_per_job is found on a read snapshot, without the write lock, and
+        # deleted a chunk at a time: one DELETE ranking every execution held the lock for most of a second
+        # at 300,000 rows, with every runner's write waiting (the p99 lag of 5,000 fires/s). A row found is
+        # old and final, and stays so: fires that finish meanwhile only add newer rows.
+        beyond = self._read(lambda conn: _beyond(conn, keep_per_job))
+        for start in range(0, len(beyond), PRUNE_CHUNK):
+            chunk = beyond[start : start + PRUNE_CHUNK]
+            with self._tx() as conn:
+                sql = f"DELETE FROM executions WHERE id IN ({', '.join('?' * len(chunk))}) AND {_FINAL}"
+                gone += conn.execute(sql, chunk).rowcount
         return int(gone)
+
+
+_FINAL = "status NOT IN ('running', 'interrupted')"
+PRUNE_CHUNK = 500  # executions deleted in one write transaction when pruning a history
+
+
+def _beyond(conn: sqlite3.Connection, keep: int) -> list[str]:
+    """The final executions, backfills aside, past each job's ``keep`` newest by scheduled time. Only the
+    jobs with more than ``keep`` executions of any kind are looked at (one pass over executions_job)."""
+    crowded = [
+        row[0] for row in conn.execute("SELECT job_id FROM executions GROUP BY job_id HAVING COUNT(*) > ?", (keep,))
+    ]
+    ids: list[str] = []
+    for job_id in crowded:
+        rows = conn.execute(
+            f"""SELECT id FROM executions WHERE job_id = ? AND {_FINAL} AND trigger != 'backfill'
+                ORDER BY scheduled_at DESC, id DESC LIMIT -1 OFFSET ?""",
+            (job_id, keep),
+        )
+        ids.extend(row[0] for row in rows)
+    return ids

@@ -11,6 +11,7 @@ from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStart
 
 T = TypeVar("T")
 Doc = dict[str, Any]
+DUPLICATE_KEY = 11000  # MongoDB's error code for a write that meets a unique key already there
 _clients: dict[str, MongoClient[Doc]] = {}
 _clients_mutex = threading.Lock()
 

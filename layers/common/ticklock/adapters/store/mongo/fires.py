@@ -11,7 +11,7 @@ from pymongo import ASCENDING, MongoClient, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
-from ticklock.adapters.store.mongo.client import Doc
+from ticklock.adapters.store.mongo.client import DUPLICATE_KEY, Doc
 from ticklock.adapters.store.mongo.connection import Connection
 from ticklock.adapters.store.mongo.documents import (
     LIVE,
@@ -378,12 +378,12 @@ class Fires(Connection):
 
 def _insert_new(collection: Collection[Doc], docs: list[Doc]) -> set[int]:
     """Insert ``docs`` in one unordered insert; the indexes of those whose ``_id`` or unique key was there
-    already (duplicate key, 11000). Any other write error is raised."""
+    already (DUPLICATE_KEY). Any other write error is raised."""
     try:
         collection.insert_many(docs, ordered=False)
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
-        if any(e.get("code") != 11000 for e in errors):
+        if any(e.get("code") != DUPLICATE_KEY for e in errors):
             raise
         return {e["index"] for e in errors}
     return set()

@@ -11,7 +11,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from ticklock.adapters.records import open_alerts_text
-from ticklock.adapters.store.mongo.client import Doc
+from ticklock.adapters.store.mongo.client import DUPLICATE_KEY, Doc
 from ticklock.adapters.store.mongo.connection import Connection
 from ticklock.adapters.store.mongo.documents import (
     definition_doc,
@@ -23,8 +23,6 @@ from ticklock.adapters.store.mongo.documents import (
 from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 from ticklock.ports import JOB_TIME_SORTS, JobQuery
-
-DUPLICATE_KEY = 11000
 
 # each state as a filter (the counts and the jobs table share them)
 STATES: dict[str, Doc] = {

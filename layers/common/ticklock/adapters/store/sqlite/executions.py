@@ -91,11 +91,10 @@ class Executions(Connection):
         return [execution_from_row(r) for r in rows]
 
     def prune_executions(self, *, older_than: datetime, keep_per_job: int) -> int:
+        cutoff = (us(older_than),)
         with self._tx() as conn:
-            gone = conn.execute(
-                f"DELETE FROM executions WHERE {_FINAL} AND finished_at < ?", (us(older_than),)
-            ).rowcount
-            gone += conn.execute("DELETE FROM ledger WHERE last_at < ?", (us(older_than),)).rowcount
+            gone = conn.execute(f"DELETE FROM executions WHERE {_FINAL} AND finished_at < ?", cutoff).rowcount
+            gone += conn.execute("DELETE FROM ledger WHERE last_at < ?", cutoff).rowcount
         # Each job's history beyond keep_per_job is found on a read snapshot, without the write lock, and
         # deleted a chunk at a time: one DELETE ranking every execution held the lock for most of a second
         # at 300,000 rows, with every runner's write waiting (the p99 lag of 5,000 fires/s). A row found is

@@ -123,3 +123,34 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_after_writes(tmp_path: P
     finally:
         store.close()
     assert store._checkpointer is not None and not store._checkpointer.is_alive()  # stopped by close
+
+
+def test_a_long_wal_is_truncated_once_writes_stop_and_every_row_stays(tmp_path: Path) -> None:
+    """Under a steady load the WAL may grow to its bound (the writers restart it rarely); the checkpoint
+    thread gives the disk back once a checkpoint's interval passes with no write, and loses nothing."""
+    from tests.support.factories import make_job
+
+    path = tmp_path / "wal.db"
+    wal = Path(f"{path}-wal")
+    store = SQLiteStore(path, checkpoint_every=0.05, wal_kept=64 * 1024)
+    try:
+        store.add_jobs([make_job(f"wal-{i}", payload={"pad": "x" * 500}) for i in range(2_000)])
+        deadline = time.monotonic() + 10
+        while store.truncations == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.truncations >= 1
+        assert wal.stat().st_size == 0
+        # a store on the file from another process's point of view sees every row
+        other = sqlite3.connect(path)
+        try:
+            assert other.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 2_000
+        finally:
+            other.close()
+        # a short WAL is left alone: written again, it is checkpointed, not truncated
+        truncated = store.truncations
+        store.add_jobs([make_job("wal-one-more")])
+        time.sleep(0.3)
+        assert store.truncations == truncated and wal.stat().st_size > 0
+        assert store.find_job_by_name("wal-one-more") is not None
+    finally:
+        store.close()

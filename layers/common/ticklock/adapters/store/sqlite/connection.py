@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -21,15 +22,31 @@ BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
 # waits for no reader or writer). SQLite's own checkpoint ran inside the commit that crossed 1,000 pages,
 # with every writer waiting behind it: in a burst of 10,000 fires that was ~15 us of CPU a fire (the pages
 # the runs rewrite over and over were copied at each) and 0.35 s of the burst. Its own is kept as a bound
-# only, at WAL_BOUND pages (~80 MB), should the thread fall behind.
-CHECKPOINT_EVERY, WAL_BOUND = 1.0, 20_000
+# only, at WAL_BOUND pages (~400 MB), should the thread fall behind.
+#
+# The bound is also how often the WAL starts again from its beginning under a steady stream of writes: the
+# thread's checkpoint copies the frames there were when it began, and while the runners keep writing it
+# never ends with none left over, so only SQLite's own checkpoint (in the commit that crosses the bound,
+# the writers waiting) can restart the log. That costs two fsyncs and the header's (~20 ms each on this
+# project's machine): at 20,000 pages, every ~2 s of 5,000 fires a second, 50-120 ms in which no fire
+# started (that load's p99 lag: 96-110 ms; 56 ms at 100,000 pages, one such pause every ~10 s). So the
+# file may reach ~400 MB under a sustained load; once writes stop for a checkpoint's interval, the thread
+# truncates a WAL longer than WAL_KEPT bytes (keeping it shorter while writes go on, with
+# journal_size_limit, truncated it inside the commit that restarted it: p99 211 ms).
+CHECKPOINT_EVERY, WAL_BOUND, WAL_KEPT = 1.0, 100_000, 16 << 20
+TRUNCATE_WAIT_MS = 50  # the truncating checkpoint's wait for a reader or writer, at most; tried again later
 
 
 class Connection:
     """The file, its write connection and a reader per thread; every part of the store builds on it."""
 
     def __init__(
-        self, path: str | Path, *, busy_timeout: float = 30.0, checkpoint_every: float = CHECKPOINT_EVERY
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 30.0,
+        checkpoint_every: float = CHECKPOINT_EVERY,
+        wal_kept: int = WAL_KEPT,
     ) -> None:
         self.path = str(path)
         if self.path != ":memory:":
@@ -59,11 +76,15 @@ class Connection:
         self._closed = False
         self._written = 0  # commits since the last checkpoint
         self.checkpoints = 0  # checkpoints the thread ran (for tests)
+        self.truncations = 0  # and WAL truncations once writes stopped
         self._stopping = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self._wal and checkpoint_every > 0:
             self._checkpointer = threading.Thread(
-                target=self._checkpoint_loop, args=(checkpoint_every,), name="ticklock-sqlite-checkpoint", daemon=True
+                target=self._checkpoint_loop,
+                args=(checkpoint_every, wal_kept),
+                name="ticklock-sqlite-checkpoint",
+                daemon=True,
             )
             self._checkpointer.start()
 
@@ -262,25 +283,38 @@ class Connection:
     def ping(self) -> None:
         self._read(lambda c: c.execute("SELECT 1 FROM jobs LIMIT 1").fetchone())
 
-    def _checkpoint_loop(self, every: float) -> None:
-        """Checkpoint the WAL (PASSIVE) every ``every`` seconds after writes, on a connection of its own."""
+    def _checkpoint_loop(self, every: float, kept: int) -> None:
+        """Checkpoint the WAL (PASSIVE) every ``every`` seconds after writes, on a connection of its own;
+        once ``every`` has passed with no write, truncate a WAL file longer than ``kept`` bytes."""
         conn: sqlite3.Connection | None = None
         try:
             while not self._stopping.wait(every):
-                if not self._written:
+                quiet = not self._written
+                if quiet and not self._wal_longer_than(kept):
                     continue
                 self._written = 0
                 try:
                     if conn is None:
-                        conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
-                                               check_same_thread=False)  # fmt: skip
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    self.checkpoints += 1
+                        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                        # PASSIVE never waits; TRUNCATE holds the write lock while it waits for readers
+                        conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+                    if quiet:
+                        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                        self.truncations += not busy
+                    else:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        self.checkpoints += 1
                 except sqlite3.Error:  # the next round tries again; SQLite's own bound stays meanwhile
                     continue
         finally:
             if conn is not None:
                 conn.close()
+
+    def _wal_longer_than(self, kept: int) -> bool:
+        try:
+            return os.path.getsize(f"{self.path}-wal") > kept
+        except OSError:  # no WAL file (yet): nothing to truncate
+            return False
 
     def close(self) -> None:
         self._stopping.set()

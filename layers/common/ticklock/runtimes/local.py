@@ -9,6 +9,7 @@ restart, or by another replica - resumes them. Nothing claimed is lost.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ class LocalService:
         """Start dispatching and housekeeping in background threads."""
         self.plugins.warn_deprecated()
         self.plugins.seed(self.service)
+        _settle_heap()
         loops = [
             ("ticklock-dispatcher", self._dispatch),
             ("ticklock-housekeeping", self._housekeep),
@@ -190,6 +192,14 @@ class LocalService:
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):
             self.metrics.flush()
+
+
+def _settle_heap() -> None:
+    """Move what start-up made (modules, models, the wiring: objects that live as long as the process) out
+    of the cyclic collector's reach. Each full collection walked all of them with the GIL held, a pause of
+    ~25 ms every few seconds under load in which no fire started."""
+    gc.collect()
+    gc.freeze()
 
 
 class _Server(uvicorn.Server):

@@ -154,3 +154,29 @@ def test_a_long_wal_is_truncated_once_writes_stop_and_every_row_stays(tmp_path: 
         assert store.find_job_by_name("wal-one-more") is not None
     finally:
         store.close()
+
+
+def test_the_wal_is_not_truncated_while_another_process_writes_to_it(tmp_path: Path) -> None:
+    """Quiet here is not quiet everywhere: a CLI or a second service on the same file may be writing.
+    While anyone writes to the WAL, this store's thread leaves it alone; once nobody does, it truncates."""
+    path = tmp_path / "shared.db"
+    store = SQLiteStore(path, checkpoint_every=0.05, wal_kept=0)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("CREATE TABLE elsewhere (n INTEGER)")
+        ends = time.monotonic() + 0.6
+        n = 0
+        while time.monotonic() < ends:  # another connection's commits: none of them is this store's
+            other.execute("INSERT INTO elsewhere VALUES (?)", (n,))
+            n += 1
+            time.sleep(0.005)
+        assert store.truncations == 0
+        deadline = time.monotonic() + 10
+        while store.truncations == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.truncations >= 1
+        assert Path(f"{path}-wal").stat().st_size == 0
+        assert other.execute("SELECT COUNT(*) FROM elsewhere").fetchone()[0] == n
+    finally:
+        other.close()
+        store.close()

@@ -285,36 +285,42 @@ class Connection:
 
     def _checkpoint_loop(self, every: float, kept: int) -> None:
         """Checkpoint the WAL (PASSIVE) every ``every`` seconds after writes, on a connection of its own;
-        once ``every`` has passed with no write, truncate a WAL file longer than ``kept`` bytes."""
+        once a whole ``every`` has passed with the WAL file untouched (no write from this process or any
+        other), truncate it if it is longer than ``kept`` bytes."""
         conn: sqlite3.Connection | None = None
+        seen: tuple[int, int] | None = None
         try:
             while not self._stopping.wait(every):
-                quiet = not self._written
-                if quiet and not self._wal_longer_than(kept):
+                written, self._written = self._written, 0
+                wal, before = self._wal_state(), seen
+                seen = wal
+                untouched = not written and wal is not None and wal == before and wal[0] > kept
+                if not (written or untouched):
                     continue
-                self._written = 0
                 try:
                     if conn is None:
                         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                         # PASSIVE never waits; TRUNCATE holds the write lock while it waits for readers
                         conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
-                    if quiet:
-                        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                        self.truncations += not busy
-                    else:
+                    if written:
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                         self.checkpoints += 1
+                    else:
+                        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                        self.truncations += not busy
                 except sqlite3.Error:  # the next round tries again; SQLite's own bound stays meanwhile
                     continue
         finally:
             if conn is not None:
                 conn.close()
 
-    def _wal_longer_than(self, kept: int) -> bool:
+    def _wal_state(self) -> tuple[int, int] | None:
+        """The WAL file's size and modification time, or None if there is none (yet)."""
         try:
-            return os.path.getsize(f"{self.path}-wal") > kept
-        except OSError:  # no WAL file (yet): nothing to truncate
-            return False
+            st = os.stat(f"{self.path}-wal")
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
 
     def close(self) -> None:
         self._stopping.set()

@@ -74,15 +74,16 @@ class Connection:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
-        self._written = 0  # commits since the last checkpoint
         self.checkpoints = 0  # checkpoints the thread ran (for tests)
         self.truncations = 0  # and WAL truncations once writes stopped
         self._stopping = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self._wal and checkpoint_every > 0:
+            # opened here, not in the thread: what is committed from now on is what it checkpoints
+            checkpointing = self._checkpoint_connection()
             self._checkpointer = threading.Thread(
                 target=self._checkpoint_loop,
-                args=(checkpoint_every, wal_kept),
+                args=(checkpoint_every, wal_kept, checkpointing),
                 name="ticklock-sqlite-checkpoint",
                 daemon=True,
             )
@@ -148,7 +149,6 @@ class Connection:
             except sqlite3.Error as exc:
                 self._rollback()
                 raise StoreUnavailable(f"SQLite store {self.path}: {exc}") from exc
-            self._written += 1
 
     def _rollback(self) -> None:
         """ROLLBACK if a transaction is open (after an I/O error or a full disk SQLite may have ended it)."""
@@ -207,7 +207,6 @@ class Connection:
         try:
             results = [write.op(self._conn) for write in group]
             self._conn.execute("COMMIT")
-            self._written += 1
         except Exception:  # noqa: BLE001 - the group is undone; each op then meets its own outcome
             self._rollback()
             for write in group:
@@ -283,44 +282,69 @@ class Connection:
     def ping(self) -> None:
         self._read(lambda c: c.execute("SELECT 1 FROM jobs LIMIT 1").fetchone())
 
-    def _checkpoint_loop(self, every: float, kept: int) -> None:
-        """Checkpoint the WAL (PASSIVE) every ``every`` seconds after writes, on a connection of its own;
-        once a whole ``every`` has passed with the WAL file untouched (no write from this process or any
-        other), truncate it if it is longer than ``kept`` bytes."""
-        conn: sqlite3.Connection | None = None
-        seen: tuple[int, int] | None = None
+    def _checkpoint_connection(self) -> tuple[sqlite3.Connection, int] | None:
+        """The checkpoint thread's connection, and the file's ``data_version`` as it sees it now."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error:
+            return None
+        try:
+            # PASSIVE never waits; TRUNCATE holds the write lock while it waits for readers
+            conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+            return conn, conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            conn.close()
+            return None
+
+    def _checkpoint_loop(self, every: float, kept: int, checkpointing: tuple[sqlite3.Connection, int] | None) -> None:
+        """Every ``every`` seconds, on a connection of its own: a PASSIVE checkpoint if anything was
+        committed meanwhile (by this store or any other connection or process); after a whole interval in
+        which nothing was, a WAL file longer than ``kept`` bytes is checkpointed to its end and truncated.
+
+        "Committed" is SQLite's ``data_version``, not this store's commits: an idle dispatcher commits a
+        claim of nothing every second, which writes no page, and a CLI or second service on the file
+        commits without this store knowing. A truncation that finds a reader in its way (busy) is tried
+        again after 1, 2, 4 ... 64 quiet rounds: TRUNCATE holds the write lock while it waits (up to
+        TRUNCATE_WAIT_MS), copies what is left and truncates."""
+        conn, seen = checkpointing if checkpointing is not None else (None, None)
+        wait = backoff = 0  # quiet rounds before the next truncation try; the next back-off
         try:
             while not self._stopping.wait(every):
-                written, self._written = self._written, 0
-                wal, before = self._wal_state(), seen
-                seen = wal
-                untouched = not written and wal is not None and wal == before and wal[0] > kept
-                if not (written or untouched):
-                    continue
                 try:
-                    if conn is None:
-                        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                        # PASSIVE never waits; TRUNCATE holds the write lock while it waits for readers
-                        conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
-                    if written:
+                    if conn is None:  # could not be opened before: from here on, as if all were new
+                        if (checkpointing := self._checkpoint_connection()) is None:
+                            continue
+                        conn, seen = checkpointing[0], None
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if version != seen:
+                        seen = version
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                         self.checkpoints += 1
-                    else:
+                        continue
+                    if self._wal_size() <= kept:
+                        continue
+                    if wait:
+                        wait -= 1
+                        continue
+                    busy, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if not busy and log == copied:  # all of it in the file: truncating copies nothing more
                         busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                        self.truncations += not busy
-                except sqlite3.Error:  # the next round tries again; SQLite's own bound stays meanwhile
-                    continue
+                    if busy or log != copied:
+                        wait, backoff = backoff, min(64, max(1, 2 * backoff))
+                    else:
+                        self.truncations += 1
+                        wait = backoff = 0
+                except sqlite3.Error:  # tried again next round; SQLite's own bound stays meanwhile
+                    seen = None
         finally:
             if conn is not None:
                 conn.close()
 
-    def _wal_state(self) -> tuple[int, int] | None:
-        """The WAL file's size and modification time, or None if there is none (yet)."""
+    def _wal_size(self) -> int:
         try:
-            st = os.stat(f"{self.path}-wal")
-        except OSError:
-            return None
-        return st.st_size, st.st_mtime_ns
+            return os.path.getsize(f"{self.path}-wal")
+        except OSError:  # no WAL file (yet)
+            return 0
 
     def close(self) -> None:
         self._stopping.set()

@@ -30,9 +30,9 @@ BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
 # the writers waiting) can restart the log. That costs two fsyncs and the header's (~20 ms each on this
 # project's machine): at 20,000 pages, every ~2 s of 5,000 fires a second, 50-120 ms in which no fire
 # started (that load's p99 lag: 96-110 ms; 56 ms at 100,000 pages, one such pause every ~10 s). So the
-# file may reach ~400 MB under a sustained load; once writes stop for a checkpoint's interval, the thread
-# truncates a WAL longer than WAL_KEPT bytes (keeping it shorter while writes go on, with
-# journal_size_limit, truncated it inside the commit that restarted it: p99 211 ms).
+# file may reach ~400 MB under a sustained load; once a checkpoint's interval passes with nothing committed
+# (``_checkpoint_loop``), the thread truncates a WAL longer than WAL_KEPT bytes (keeping it shorter while
+# writes go on, with journal_size_limit, truncated it inside the commit that restarted it: p99 211 ms).
 CHECKPOINT_EVERY, WAL_BOUND, WAL_KEPT = 1.0, 100_000, 16 << 20
 TRUNCATE_WAIT_MS = 50  # the truncating checkpoint's wait for a reader or writer, at most; tried again later
 
@@ -307,7 +307,7 @@ class Connection:
         again after 1, 2, 4 ... 64 quiet rounds: TRUNCATE holds the write lock while it waits (up to
         TRUNCATE_WAIT_MS), copies what is left and truncates."""
         conn, seen = checkpointing if checkpointing is not None else (None, None)
-        wait = backoff = 0  # quiet rounds before the next truncation try; the next back-off
+        wait = backoff = 0  # quiet rounds to skip before the next truncation try; the last back-off
         try:
             while not self._stopping.wait(every):
                 try:
@@ -329,8 +329,9 @@ class Connection:
                     busy, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     if not busy and log == copied:  # all of it in the file: truncating copies nothing more
                         busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                    if busy or log != copied:
-                        wait, backoff = backoff, min(64, max(1, 2 * backoff))
+                    if busy or log != copied:  # the next try after 1, 2, 4 ... 64 rounds
+                        backoff = min(64, 2 * backoff or 1)
+                        wait = backoff - 1
                     else:
                         self.truncations += 1
                         wait = backoff = 0

@@ -11,7 +11,13 @@ import pytest
 
 from ticklock.adapters.queue.sqs import decode_fire, encode_fire
 from ticklock.adapters.records import EXECUTION_FIELDS, ISO, JOB_FIELDS, fire_record
-from ticklock.adapters.store.mongo.documents import execution_doc, execution_from_doc, job_doc, job_from_doc
+from ticklock.adapters.store.mongo.documents import (
+    execution_doc,
+    execution_from_doc,
+    fast_advance,
+    job_doc,
+    job_from_doc,
+)
 from ticklock.adapters.store.sqlite.rows import (
     JOB_COLUMN_NAMES,
     execution_from_row,
@@ -64,12 +70,18 @@ EXECUTION = Execution(
 
 def test_every_encoding_holds_the_same_fields() -> None:
     assert set(JOB_COLUMN_NAMES) == {*JOB_FIELDS, "due_at"}
-    assert set(job_doc(JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} | {"_id"}
+    # the MongoDB document leaves its null fields out (documents.py, ``_present``): the ones the SQLite row
+    # holds as NULL
+    null = {name for name, value in zip(JOB_COLUMN_NAMES, job_row(JOB, AT), strict=True) if value is None}
+    assert null >= {"disabled_reason", "hold", "alerts", "backfill", "last_status"}  # this JOB has some
+    assert set(job_doc(JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} - null | {"_id"}
     message = json.loads(encode_fire(Fire(JOB, AT, Trigger.SCHEDULE, "tok")))
     lease = {"lease_token", "lease_owner", "lease_until"}
     assert message["v"] == 1 and set(message["job"]) == set(JOB_FIELDS) - lease | {"lease"}  # v1's layout
     assert EXEC_COLUMNS.split(", ") == list(EXECUTION_FIELDS)
-    assert set(execution_doc(EXECUTION)) == {*EXECUTION_FIELDS} - {"id"} | {"_id"}
+    assert set(execution_doc(EXECUTION)) == {*EXECUTION_FIELDS} - {"id"} | {"_id"}  # none of its fields null
+    running = EXECUTION.with_changes(status=ExecutionStatus.RUNNING, finished_at=None, duration=None, error=None)
+    assert set(execution_doc(running)) == {*EXECUTION_FIELDS} - {"id", "finished_at", "duration", "error"} | {"_id"}
 
 
 def test_each_gives_back_what_it_was_given() -> None:
@@ -79,6 +91,24 @@ def test_each_gives_back_what_it_was_given() -> None:
     assert decode_fire(encode_fire(fire)) == fire
     assert execution_from_row(execution_row(EXECUTION)) == EXECUTION
     assert execution_from_doc(execution_doc(EXECUTION)) == EXECUTION
+
+
+def test_a_mongodb_document_with_its_null_fields_written_out_reads_the_same() -> None:
+    """Documents written before null fields were left out hold them as nulls; both read as one job."""
+    slim = job_doc(JOB, AT)
+    written_out = {**{name: None for name in JOB_FIELDS if name != "id"}, **slim}
+    assert len(written_out) > len(slim)
+    assert job_from_doc(written_out) == job_from_doc(slim) == JOB
+    running = EXECUTION.with_changes(status=ExecutionStatus.RUNNING, finished_at=None, duration=None, error=None)
+    doc = execution_doc(running)
+    assert execution_from_doc({**doc, "finished_at": None, "duration": None, "error": None}) == running
+
+
+def test_a_fast_advance_unsets_the_lease_rather_than_writing_nulls() -> None:
+    where, change = fast_advance(Fire(JOB, AT, Trigger.SCHEDULE, "tok"), AT + timedelta(days=1))
+    assert where["lease_token"] == "tok"
+    assert set(change["$unset"]) == {"lease_token", "lease_owner", "lease_until"}
+    assert not {"lease_token", "lease_owner", "lease_until"} & set(change["$set"])
 
 
 V1 = (  # a message as the release before wrote it (81c8d18's encode_fire), one with a lease and one without

@@ -36,8 +36,8 @@ ROUNDS = 12
 class _Writer:
     """A writer process and what it has said so far (read on a thread, so that its pipe never fills)."""
 
-    def __init__(self, path: Path, prefix: str, *, checkpoint: bool) -> None:
-        argv = [sys.executable, "-m", "tests.support.sqlite_writer", str(path), prefix]
+    def __init__(self, path: Path, prefix: str, *, checkpoint: bool, seed: int) -> None:
+        argv = [sys.executable, "-m", "tests.support.sqlite_writer", str(path), prefix, str(seed)]
         if checkpoint:
             argv.append("--checkpoint")
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -70,6 +70,14 @@ class _Writer:
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         self._reader.join(10)
+        assert not self._reader.is_alive(), "the writer's output was not read to its end"
+
+    def end(self) -> None:
+        """Kill it if it still runs, and close its pipes (after ``kill``, or after a failure)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(10)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.proc.stdout.close()
         self.proc.stderr.close()
@@ -82,36 +90,44 @@ class _Writer:
 def test_sigkill_during_checkpoints_and_truncations_loses_no_committed_row(tmp_path: Path) -> None:
     path = tmp_path / "crash.db"
     SQLiteStore(path, checkpoint_every=0).close()  # the schema, before two processes race to make it
-    rng = random.Random(int(os.environ.get("CRASH_SEED", "0")) or None)
+    seed = int(os.environ.get("CRASH_SEED", "0")) or random.randrange(1, 1 << 30)
+    rng = random.Random(seed)
     committed: list[str] = []
     truncations = checkpoints = 0
     for n in range(ROUNDS):
-        checkpointing = _Writer(path, f"c{n}", checkpoint=True)
-        other = _Writer(path, f"o{n}", checkpoint=False)
-        checkpointing.wait_writing()
-        other.wait_writing()
-        time.sleep(rng.uniform(0.2, 0.6))
-        first, second = (checkpointing, other) if rng.random() < 0.5 else (other, checkpointing)
-        first.kill()
-        time.sleep(rng.uniform(0.0, 0.1))  # the survivor goes on alone for a while: it may recover the WAL
-        second.kill()
+        writers: list[_Writer] = []
+        try:
+            checkpointing = _Writer(path, f"c{n}", checkpoint=True, seed=seed + 2 * n)
+            writers.append(checkpointing)
+            other = _Writer(path, f"o{n}", checkpoint=False, seed=seed + 2 * n + 1)
+            writers.append(other)
+            checkpointing.wait_writing()
+            other.wait_writing()
+            time.sleep(rng.uniform(0.2, 0.6))
+            first, second = (checkpointing, other) if rng.random() < 0.5 else (other, checkpointing)
+            first.kill()
+            time.sleep(rng.uniform(0.0, 0.1))  # the survivor goes on alone for a while: it may recover the WAL
+            second.kill()
+        finally:
+            for writer in writers:  # a failure above must not leave a writer running for the rest of the suite
+                writer.end()
         committed += checkpointing.committed + other.committed
         truncations += checkpointing.truncations
         checkpoints += checkpointing.checkpoints
 
+    seen = f"(CRASH_SEED={seed}: {checkpoints} checkpoints, {truncations} truncations, {len(committed)} rows)"
     # the rounds did what they are here for: the WAL was checkpointed and truncated again and again
-    assert checkpoints >= ROUNDS
-    assert truncations >= ROUNDS
+    assert checkpoints >= ROUNDS, seen
+    assert truncations >= ROUNDS, seen
+    assert len(committed) > 1_000, seen
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        stored = [name for (name,) in conn.execute("SELECT name FROM jobs")]
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], seen
+        stored = {name for (name,) in conn.execute("SELECT name FROM jobs")}
     finally:
         conn.close()
-    assert len(committed) > 1_000
-    missing = set(committed) - set(stored)
-    assert not missing, f"{len(missing)} committed rows lost, e.g. {sorted(missing)[:5]}"
-    assert len(stored) == len(set(stored))
+    missing = set(committed) - stored
+    assert not missing, f"{len(missing)} committed rows lost, e.g. {sorted(missing)[:5]} {seen}"
     # and the store opens it as ``serve`` would, and reads every row
     store = SQLiteStore(path, checkpoint_every=0)
     try:

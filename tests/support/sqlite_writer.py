@@ -1,11 +1,11 @@
 """A process that writes jobs into a SQLite store until it is killed (tests/integration/test_sqlite_crash.py).
 
-    python -m tests.support.sqlite_writer PATH PREFIX [--checkpoint]
+    python -m tests.support.sqlite_writer PATH PREFIX SEED [--checkpoint]
 
 It writes in bursts with pauses between them, so that the checkpoint thread (``--checkpoint``: every
 10 ms, truncating any WAL it finds quiet) checkpoints and truncates over and over while it runs. After each
 write returns it prints ``ok <name>`` (the write is committed: the test holds the store to every such
-line), and after each pause ``t <truncations> <checkpoints>``. Without ``--checkpoint`` it is another
+line), and before and after each pause ``t <truncations> <checkpoints>``. Without ``--checkpoint`` it is another
 process on the same file with no checkpoint thread of its own: a CLI beside ``serve``.
 """
 
@@ -19,9 +19,9 @@ from tests.support.factories import make_job
 from ticklock.adapters.store.sqlite import SQLiteStore
 
 
-def main(path: str, prefix: str, checkpoint: bool) -> None:
+def main(path: str, prefix: str, seed: int, checkpoint: bool) -> None:
     store = SQLiteStore(path, checkpoint_every=0.01 if checkpoint else 0, wal_kept=0)
-    rng = random.Random()
+    rng = random.Random(seed)
     n = 0
     pad = "x" * 300  # a few rows a page: every burst dirties pages for the checkpoint to copy
     while True:
@@ -36,10 +36,11 @@ def main(path: str, prefix: str, checkpoint: bool) -> None:
                 n += 5
             sys.stdout.write("".join(f"ok {name}\n" for name in names))
             sys.stdout.flush()
-        sys.stdout.write(f"t {store.truncations} {store.checkpoints}\n")
-        sys.stdout.flush()
-        time.sleep(rng.uniform(0.005, 0.05))  # quiet rounds for the checkpoint thread to truncate in
+        for _ in range(2):  # before the pause and after it: what the checkpoint thread did in it counts too
+            sys.stdout.write(f"t {store.truncations} {store.checkpoints}\n")
+            sys.stdout.flush()
+            time.sleep(rng.uniform(0.0025, 0.025))  # quiet rounds for the checkpoint thread to truncate in
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], "--checkpoint" in sys.argv[3:])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), "--checkpoint" in sys.argv[4:])

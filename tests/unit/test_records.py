@@ -17,6 +17,7 @@ from ticklock.adapters.store.mongo.documents import (
     fast_advance,
     job_doc,
     job_from_doc,
+    setting,
 )
 from ticklock.adapters.store.sqlite.rows import (
     JOB_COLUMN_NAMES,
@@ -26,7 +27,20 @@ from ticklock.adapters.store.sqlite.rows import (
     job_row,
 )
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Policy, Trigger
+from ticklock.domain.jobs import (
+    AlertRules,
+    Backfill,
+    Execution,
+    ExecutionStatus,
+    Fire,
+    Hold,
+    HoldKind,
+    Job,
+    Lease,
+    Policy,
+    RunSummary,
+    Trigger,
+)
 from ticklock.domain.schedules import CronSchedule
 
 AT = datetime(2026, 12, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -47,6 +61,22 @@ JOB = Job(
     updated_at=AT - timedelta(hours=1),
     disabled_reason=None,
     policy=Policy(catchup_window=7.5),
+)
+FULL_JOB = JOB.with_changes(  # every field set
+    enabled=False,
+    disabled_reason="paused by ops",
+    hold=Hold(
+        HoldKind.PAUSE,
+        AT - timedelta(minutes=5),
+        note="maintenance",
+        until=AT + timedelta(hours=1),
+        skipped_from=AT,
+        resumes_at=AT + timedelta(hours=1),
+    ),
+    alerts=AlertRules(late_after=30.0, failures_in_a_row=3, webhook="https://hooks.example/x", email="a@example.com"),
+    open_alerts={"late": {"since": AT.isoformat()}},
+    backfill=Backfill(AT - timedelta(days=2), AT - timedelta(days=1), AT - timedelta(minutes=1)),
+    last_run=RunSummary(ExecutionStatus.FAILED, AT - timedelta(minutes=2), runs=7, ok=6),
 )
 EXECUTION = Execution(
     id="e1",
@@ -73,8 +103,13 @@ def test_every_encoding_holds_the_same_fields() -> None:
     # the MongoDB document leaves its null fields out (documents.py, ``_present``): the ones the SQLite row
     # holds as NULL
     null = {name for name, value in zip(JOB_COLUMN_NAMES, job_row(JOB, AT), strict=True) if value is None}
-    assert null >= {"disabled_reason", "hold", "alerts", "backfill", "last_status"}  # this JOB has some
+    assert null == {"disabled_reason", "hold", "alerts", "open_alerts", "backfill", "last_status", "last_at"}
     assert set(job_doc(JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} - null | {"_id"}
+    # a job with every field set: its document holds all of them, and reads back as it was
+    row = job_row(FULL_JOB, AT)
+    assert None not in row
+    assert set(job_doc(FULL_JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} | {"_id"}
+    assert job_from_doc(job_doc(FULL_JOB, AT)) == job_from_row(row) == FULL_JOB
     message = json.loads(encode_fire(Fire(JOB, AT, Trigger.SCHEDULE, "tok")))
     lease = {"lease_token", "lease_owner", "lease_until"}
     assert message["v"] == 1 and set(message["job"]) == set(JOB_FIELDS) - lease | {"lease"}  # v1's layout
@@ -105,10 +140,14 @@ def test_a_mongodb_document_with_its_null_fields_written_out_reads_the_same() ->
 
 
 def test_a_fast_advance_unsets_the_lease_rather_than_writing_nulls() -> None:
-    where, change = fast_advance(Fire(JOB, AT, Trigger.SCHEDULE, "tok"), AT + timedelta(days=1))
-    assert where["lease_token"] == "tok"
-    assert set(change["$unset"]) == {"lease_token", "lease_owner", "lease_until"}
-    assert not {"lease_token", "lease_owner", "lease_until"} & set(change["$set"])
+    lease = {"lease_token", "lease_owner", "lease_until"}
+    summary = EXECUTION.with_changes(status=ExecutionStatus.SUCCESS, error=None)
+    for finished in (None, summary):
+        where, change = fast_advance(Fire(JOB, AT, Trigger.SCHEDULE, "tok"), AT + timedelta(days=1), finished)
+        assert where["lease_token"] == "tok"
+        assert set(change["$unset"]) == lease
+        assert not lease & (set(change["$set"]) | set(change["$inc"]))
+    assert change["$set"]["last_run_token"] == "run" and change["$inc"]["runs"] == 1
 
 
 V1 = (  # a message as the release before wrote it (81c8d18's encode_fire), one with a lease and one without
@@ -133,3 +172,12 @@ def test_a_version_1_message_is_read_and_a_version_2_one_too() -> None:
     assert decode_fire(version_2) == fire
     with pytest.raises(ValueError, match="unknown fire message version 3"):
         decode_fire(json.dumps({"v": 3, **fire_record(fire, ISO)}))
+
+
+def test_an_update_sets_the_values_and_unsets_the_nulls_never_with_an_empty_operator() -> None:
+    assert setting({"a": 1, "b": None, "c": 0, "d": False}) == {
+        "$set": {"a": 1, "c": 0, "d": False},
+        "$unset": {"b": ""},
+    }
+    assert setting({"a": None}) == {"$unset": {"a": ""}}
+    assert setting({"a": "x"}) == {"$set": {"a": "x"}}

@@ -62,6 +62,18 @@ def _present(doc: Doc) -> Doc:
     return {field: value for field, value in doc.items() if value is not None}
 
 
+def setting(fields: Doc) -> Doc:
+    """The update operators that give ``fields`` their values: ``$set`` for the values, ``$unset`` for the
+    nulls, so that a document written since stays as ``_present`` made it (never an empty operator)."""
+    update: Doc = {}
+    values = {name: value for name, value in fields.items() if value is not None}
+    if values:
+        update["$set"] = values
+    if len(values) < len(fields):
+        update["$unset"] = {name: "" for name, value in fields.items() if value is None}
+    return update
+
+
 def job_doc(job: Job, now: datetime) -> Doc:
     """The whole document: the shared record under ``_id``, with ``due_at`` and ``seq`` (claims' counter);
     null fields left out (``_present``)."""

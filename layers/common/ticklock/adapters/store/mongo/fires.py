@@ -23,6 +23,7 @@ from ticklock.adapters.store.mongo.documents import (
     ms,
     ms_or_none,
     no_later_run,
+    setting,
     summary_update,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
@@ -104,12 +105,14 @@ class Fires(Connection):
                 self.jobs.update_one(
                     {"_id": job_id, "lease_token": lease_token, "seq": doc.get("seq", 0)},
                     {
-                        "$set": {
-                            "lease_token": None,
-                            "lease_owner": None,
-                            "lease_until": None,
-                            "due_at": ms_or_none(job.due_at(job.updated_at)),
-                        },
+                        **setting(
+                            {
+                                "lease_token": None,
+                                "lease_owner": None,
+                                "lease_until": None,
+                                "due_at": ms_or_none(job.due_at(job.updated_at)),
+                            }
+                        ),
                         "$inc": {"seq": 1},
                     },
                 ).modified_count
@@ -136,14 +139,16 @@ class Fires(Connection):
             result = self.jobs.update_one(
                 {"_id": job.id, "lease_token": fire.lease_token, "version": doc["version"]},
                 {
-                    "$set": {
-                        **cleared,
-                        "next_run_at": ms_or_none(job.next_run_at),
-                        "enabled": job.enabled,
-                        "trigger_at": ms_or_none(job.trigger_at),
-                        "backfill": None if job.backfill is None else job.backfill.to_dict(),
-                        "due_at": ms_or_none(job.due_at(now)),
-                    },
+                    **setting(
+                        {
+                            **cleared,
+                            "next_run_at": ms_or_none(job.next_run_at),
+                            "enabled": job.enabled,
+                            "trigger_at": ms_or_none(job.trigger_at),
+                            "backfill": None if job.backfill is None else job.backfill.to_dict(),
+                            "due_at": ms_or_none(job.due_at(now)),
+                        }
+                    ),
                     "$inc": {"version": 1, "seq": 1},
                 },
             )
@@ -203,8 +208,8 @@ class Fires(Connection):
         result = self._call(
             lambda: self.executions.update_one(
                 {"_id": execution.id, "run_token": previous_token},
-                {
-                    "$set": {
+                setting(
+                    {
                         "run_token": execution.run_token,
                         "owner": execution.owner,
                         "status": execution.status.value,
@@ -214,7 +219,7 @@ class Fires(Connection):
                         "finished_at": None,
                         "duration": None,
                     }
-                },
+                ),
             )
         )
         return result.modified_count == 1
@@ -226,15 +231,15 @@ class Fires(Connection):
         result = self._call(
             lambda: self.executions.update_one(
                 {"_id": execution.id, "run_token": execution.run_token, "status": {"$in": LIVE}},
-                {
-                    "$set": {
+                setting(
+                    {
                         "status": execution.status.value,
                         "attempts": execution.attempts,
                         "finished_at": ms_or_none(execution.finished_at),
                         "duration": execution.duration,
                         "error": execution.error,
                     }
-                },
+                ),
             )
         )
         if result.modified_count != 1:
@@ -314,8 +319,8 @@ class Fires(Connection):
         ops = [
             UpdateOne(
                 {"_id": e.id, "run_token": e.run_token, "status": {"$in": LIVE}},
-                {
-                    "$set": {
+                setting(
+                    {
                         "status": e.status.value,
                         "attempts": e.attempts,
                         "finished_at": ms_or_none(e.finished_at),
@@ -323,7 +328,7 @@ class Fires(Connection):
                         "error": e.error,
                         "finish_mark": mark,
                     }
-                },
+                ),
             )
             for e in executions
         ]

@@ -19,6 +19,7 @@ from ticklock.adapters.store.mongo.documents import (
     job_from_doc,
     ms,
     ms_or_none,
+    setting,
 )
 from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
@@ -197,7 +198,7 @@ class Jobs(Connection):
             # not be overwritten with a stale due_at
             result = self.jobs.update_one(
                 {"_id": job.id, "version": expected_version, "seq": current.get("seq", 0)},
-                {"$set": fields, "$inc": {"seq": 1}},
+                {**setting(fields), "$inc": {"seq": 1}},
             )
             if result.matched_count == 0:
                 raise StaleVersion(

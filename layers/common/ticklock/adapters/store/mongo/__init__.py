@@ -1,6 +1,7 @@
 """The production store: MongoDB (tested on FerretDB 1.24 and, when MONGODB_URI is set, on MongoDB).
 
-Documents (times are BSON dates, so millisecond precision; ids are strings):
+Documents (times are BSON dates, so millisecond precision; ids are strings; a field whose value is null
+is left out, and an update unsets it: ``documents.py``, ``_present`` and ``setting``):
 
 * ``jobs``: ``_id, name, handler, schedule{kind,...}, payload (JSON text), timeout, max_retries, enabled, next_run_at,
   trigger_at, due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at``.

@@ -66,7 +66,7 @@ def setting(fields: Doc) -> Doc:
     """The update operators that give ``fields`` their values: ``$set`` for the values, ``$unset`` for the
     nulls, so that a document written since stays as ``_present`` made it (never an empty operator)."""
     update: Doc = {}
-    values = {name: value for name, value in fields.items() if value is not None}
+    values = _present(fields)
     if values:
         update["$set"] = values
     if len(values) < len(fields):
@@ -106,22 +106,22 @@ def fast_advance(fire: Fire, next_run_at: datetime | None, summary: Execution | 
     finished run counted in the same update (``summary_update``), marked by its run token so that a
     bulk write's caller can tell whether this update was the one applied."""
     where: Doc = {"_id": fire.job.id, "lease_token": fire.lease_token, "version": fire.job.version, "trigger_at": None}
-    change: Doc = {
-        "$set": {
-            "next_run_at": ms_or_none(next_run_at),
-            "enabled": next_run_at is not None,
-            "due_at": ms_or_none(fire.job.jittered(next_run_at)),
-        },
-        "$unset": {"lease_token": "", "lease_owner": "", "lease_until": ""},  # null, and the document stays small
-        "$inc": {"version": 1, "seq": 1},
+    fields: Doc = {
+        "lease_token": None,
+        "lease_owner": None,
+        "lease_until": None,
+        "next_run_at": ms_or_none(next_run_at),
+        "enabled": next_run_at is not None,
+        "due_at": ms_or_none(fire.job.jittered(next_run_at)),
     }
+    inc = {"version": 1, "seq": 1}
     if summary is not None:
         at, counted = summary_update(summary)
         # the last run unless a later one is recorded (never so for one job's runs in turn; else: slow path)
         where.update(no_later_run(at))
-        change["$set"].update(last_status=summary.status.value, last_at=at, last_run_token=summary.run_token)
-        change["$inc"].update(counted)
-    return where, change
+        fields.update(last_status=summary.status.value, last_at=at, last_run_token=summary.run_token)
+        inc.update(counted)
+    return where, {**setting(fields), "$inc": inc}
 
 
 def no_later_run(at: datetime) -> Doc:

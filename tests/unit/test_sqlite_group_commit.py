@@ -126,6 +126,29 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_after_writes(tmp_path: P
     assert store._checkpointer is not None and not store._checkpointer.is_alive()  # stopped by close
 
 
+def test_while_commits_keep_coming_the_wal_is_checkpointed_more_often_than_the_quiet_interval(
+    tmp_path: Path,
+) -> None:
+    """Under a steady load the commit that crosses SQLite's own bound checkpoints (and fsyncs) what the
+    thread has not copied yet, with every writer waiting: so while commits come, the thread checkpoints
+    every CHECKPOINT_BUSY seconds, not once per (quiet) interval."""
+    from tests.support.factories import make_job
+    from ticklock.adapters.store.sqlite.connection import CHECKPOINT_BUSY
+
+    every = 20 * CHECKPOINT_BUSY  # the quiet interval: once per it, no checkpoint would come within a second
+    store = SQLiteStore(tmp_path / "busy.db", checkpoint_every=every)
+    try:
+        ends, n = time.monotonic() + 10 * CHECKPOINT_BUSY, 0
+        while time.monotonic() < ends:
+            store.add_jobs([make_job(f"busy-{n}")])
+            n += 1
+            time.sleep(0.005)
+        assert store.checkpoints >= 3, f"{store.checkpoints} checkpoints in {10 * CHECKPOINT_BUSY} s of commits"
+        assert store.truncations == 0  # never a quiet interval: the WAL is not truncated while commits come
+    finally:
+        store.close()
+
+
 def test_a_long_wal_is_truncated_once_nothing_is_written_and_every_row_stays(tmp_path: Path) -> None:
     """Under a steady load the WAL may grow to its bound (the writers restart it rarely); the checkpoint
     thread gives the disk back once an interval passes in which nothing was committed, and loses nothing.

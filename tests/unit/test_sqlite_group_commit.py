@@ -149,6 +149,29 @@ def test_while_commits_keep_coming_the_wal_is_checkpointed_more_often_than_the_q
         store.close()
 
 
+def test_the_wal_is_truncated_only_after_a_whole_quiet_interval_not_a_checkpoint_step(tmp_path: Path) -> None:
+    """The thread wakes every CHECKPOINT_BUSY seconds, but truncates only once a whole ``checkpoint_every``
+    has passed with nothing committed (a truncation holds the write lock while it waits for readers)."""
+    from tests.support.factories import make_job
+
+    path = tmp_path / "quiet.db"
+    store = SQLiteStore(path, checkpoint_every=2.0, wal_kept=0)
+    try:
+        store.add_jobs([make_job("quiet-1")])
+        deadline = time.monotonic() + 10
+        while store.checkpoints == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.checkpoints >= 1
+        time.sleep(0.5)  # five of the thread's steps, a quarter of the quiet interval
+        assert store.truncations == 0 and Path(f"{path}-wal").stat().st_size > 0
+        deadline = time.monotonic() + 10
+        while store.truncations == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.truncations == 1 and Path(f"{path}-wal").stat().st_size == 0
+    finally:
+        store.close()
+
+
 def test_a_long_wal_is_truncated_once_nothing_is_written_and_every_row_stays(tmp_path: Path) -> None:
     """Under a steady load the WAL may grow to its bound (the writers restart it rarely); the checkpoint
     thread gives the disk back once an interval passes in which nothing was committed, and loses nothing.
@@ -214,7 +237,7 @@ def test_the_wal_is_not_truncated_while_another_connection_writes_to_it(tmp_path
         base = store.truncations
         assert base >= 1
         other.execute("CREATE TABLE elsewhere (n INTEGER)")
-        ends = time.monotonic() + 1.5  # three of the thread's rounds, each with commits in it
+        ends = time.monotonic() + 1.5  # three quiet intervals' worth, with commits all through them
         n = 0
         while time.monotonic() < ends:  # another connection's commits: none of them is this store's
             other.execute("INSERT INTO elsewhere VALUES (?)", (n,))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -18,8 +19,8 @@ T = TypeVar("T")
 
 # another process's write lock is tried for again after this long, doubling up to the second figure
 BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
-# The WAL is checkpointed by a thread of its own every CHECKPOINT_EVERY seconds after writes (PASSIVE: it
-# waits for no reader or writer). SQLite's own checkpoint ran inside the commit that crossed 1,000 pages,
+# The WAL is checkpointed by a thread of its own after writes (PASSIVE: it waits for no reader or writer;
+# how often: CHECKPOINT_BUSY below). SQLite's own checkpoint ran inside the commit that crossed 1,000 pages,
 # with every writer waiting behind it: in a burst of 10,000 fires that was ~15 us of CPU a fire (the pages
 # the runs rewrite over and over were copied at each) and 0.35 s of the burst. Its own is kept as a bound
 # only, at WAL_BOUND pages (~400 MB), should the thread fall behind.
@@ -314,8 +315,8 @@ class Connection:
         again after 1, 2, 4 ... 64 quiet intervals: TRUNCATE holds the write lock while it waits (up to
         TRUNCATE_WAIT_MS), copies what is left and truncates."""
         conn, seen = checkpointing if checkpointing is not None else (None, None)
-        step = min(every, CHECKPOINT_BUSY)
-        per = max(1, round(every / step))  # steps in a quiet interval
+        per = max(1, math.ceil(every / CHECKPOINT_BUSY - 1e-9))  # steps in a quiet interval: exactly ``every``
+        step = every / per
         quiet = 0  # steps since the last one that saw a commit
         wait = backoff = 0  # quiet intervals to skip before the next truncation try; the last back-off
         try:

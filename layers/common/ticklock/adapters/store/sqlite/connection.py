@@ -304,7 +304,7 @@ class Connection:
             return None
 
     def _checkpoint_loop(self, every: float, kept: int, checkpointing: tuple[sqlite3.Connection, int] | None) -> None:
-        """Every ``CHECKPOINT_BUSY`` seconds (or ``every``, if shorter), on a connection of its own: a
+        """Every step (``every`` cut into whole steps of at most ``CHECKPOINT_BUSY`` s), on a connection of its own: a
         PASSIVE checkpoint if anything was committed meanwhile (by this store or any other connection or
         process); once a whole ``every`` has passed in which nothing was, a WAL file longer than ``kept``
         bytes is checkpointed to its end and truncated.

@@ -42,6 +42,31 @@ def test_success_records_publishes_measures_and_advances(fake: Harness) -> None:
     assert after.next_run_at == fake.clock.now() + timedelta(seconds=30)
 
 
+class Deaf:
+    """A publisher that drops every event (``publishes`` False), and fails the test if handed one."""
+
+    publishes = False
+
+    def __init__(self) -> None:
+        self.handed = 0
+
+    def publish(self, event: Any) -> None:
+        self.handed += 1
+
+    def flush(self, timeout: float) -> None:
+        return None
+
+
+def test_a_publisher_that_drops_every_event_is_handed_none_and_the_fire_runs_as_ever(fake: Harness) -> None:
+    job = fake.add("noop", schedule=IntervalSchedule(30))
+    deaf = Deaf()
+    outcome = fake.runner(publisher=deaf).run(fake.claim_one())
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+    assert deaf.handed == 0  # neither the started nor the finished event was built
+    assert fake.metrics.finished == [("noop", "success", outcome.execution.duration, 1)]
+    assert fake.store.get_job(job.id).next_run_at == fake.clock.now() + timedelta(seconds=30)
+
+
 def test_errors_are_retried_with_backoff_until_success(fake: Harness, tmp_path: Path) -> None:
     assert isinstance(fake.clock, FakeClock)
     log = tmp_path / "calls"

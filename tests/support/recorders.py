@@ -13,6 +13,8 @@ from ticklock.errors import LockUnavailable
 
 
 class RecordingPublisher:
+    publishes = True
+
     def __init__(self) -> None:
         self.events: list[ExecutionEvent] = []
         self._mutex = threading.Lock()
@@ -60,6 +62,8 @@ class RecordingMetrics:
 
 
 class BrokenPublisher:
+    publishes = True
+
     def publish(self, event: ExecutionEvent) -> None:
         raise ConnectionError("event bus is down")
 

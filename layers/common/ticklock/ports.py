@@ -280,6 +280,10 @@ class Locker(Protocol):
 class Publisher(Protocol):
     """Where execution events go. May raise anything: the lifecycle logs it and carries on."""
 
+    publishes: bool
+    """False for a publisher that drops every event unseen (``none``): the lifecycle then builds none of
+    the events it would have handed it (two a fire, each with the execution's record)."""
+
     def publish(self, event: ExecutionEvent) -> None:
         """Send one event, or queue it for sending; must not block for long."""
         ...

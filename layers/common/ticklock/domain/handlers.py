@@ -6,6 +6,7 @@ retry while retries and time remain); returning means success. Handlers are regi
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
@@ -61,8 +62,8 @@ class Handler:
     description: str
     origin: str
 
-    @property
-    def is_async(self) -> bool:
+    @functools.cached_property
+    def is_async(self) -> bool:  # asked at every fire; ``func`` cannot change (frozen)
         return inspect.iscoroutinefunction(self.func)
 
 

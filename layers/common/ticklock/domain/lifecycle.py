@@ -21,6 +21,7 @@ Rules beyond the reference, each tested in tests/integration/test_lifecycle.py:
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import math
 import threading
@@ -88,6 +89,12 @@ _FINAL_SKIPS = {
     SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
     SkipReason.CATCHUP_WINDOW_PASSED: Reason.CATCHUP_WINDOW_PASSED,
 }
+
+
+@functools.lru_cache(maxsize=1024)
+def _handler_logger(name: str) -> logging.Logger:
+    """Handler ``name``'s logger (``logging.getLogger`` takes the logging module's lock at every call)."""
+    return logging.getLogger(f"ticklock.handler.{name}")
 
 
 def _cause(execution: Execution) -> str:
@@ -602,7 +609,9 @@ class TaskRunner:
             self.tally.started(handler.name, execution.lag)
         self._safely("metrics.failed", fields, self.metrics.fire_started, handler.name, execution.lag)
         job = fire.job
-        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.started(execution, job.name, now))
+        if self.publisher.publishes:
+            event = ExecutionEvent.started(execution, job.name, now)
+            self._safely("publish.failed", fields, self.publisher.publish, event)
         if self.alerts is not None and job.open_alerts:
             self._safely("alert.failed", fields, self.alerts.started, job)
 
@@ -721,7 +730,7 @@ class TaskRunner:
     ) -> RunOutcome:
         job = fire.job
         adapter = FireLogger(
-            logging.getLogger(f"ticklock.handler.{handler.name}"),
+            _handler_logger(handler.name),
             {"job_id": job.id, "fire_time": fields["fire_time"], "execution_id": execution.id},
         )
         # cancel_other: the run is cut off when the job's next slot comes due (the first after it started,
@@ -844,7 +853,8 @@ class TaskRunner:
             done.duration or 0.0,
             outcome.attempts,
         )
-        self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
+        if self.publisher.publishes:
+            self._safely("publish.failed", fields, self.publisher.publish, ExecutionEvent.finished(done, fire.job.name))
         if self.alerts is not None and (fire.job.alerts is not None or fire.job.open_alerts):
             self._safely("alert.failed", fields, self.alerts.finished, fire.job, done)
         if advanced and stop is not None:

@@ -12,6 +12,8 @@ _log = logging.getLogger("ticklock.events")
 class NoPublisher:
     """Drops every event (the reference's no-op publisher)."""
 
+    publishes = False
+
     def publish(self, event: ExecutionEvent) -> None:
         return None
 
@@ -21,6 +23,8 @@ class NoPublisher:
 
 class LogPublisher:
     """Writes each event as a log line named by its detail-type."""
+
+    publishes = True
 
     def publish(self, event: ExecutionEvent) -> None:
         _log.info(event.detail_type, extra=event.detail())

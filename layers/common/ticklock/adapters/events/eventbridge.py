@@ -37,6 +37,8 @@ def events_client(endpoint_url: str | None = None) -> Any:
 class EventBridgePublisher:
     """The ``Publisher`` port on an EventBridge bus."""
 
+    publishes = True
+
     def __init__(
         self, bus: str, *, client: Any = None, max_queue: int = 10_000, on_drop: Callable[[int], None] | None = None
     ) -> None:

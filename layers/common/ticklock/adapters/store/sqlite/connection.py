@@ -35,12 +35,17 @@ BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
 # (``_checkpoint_loop``), the thread truncates a WAL longer than WAL_KEPT bytes (keeping it shorter while
 # writes go on, with journal_size_limit, truncated it inside the commit that restarted it: p99 211 ms).
 #
-# While commits keep coming the thread checkpoints every CHECKPOINT_BUSY seconds, not every CHECKPOINT_EVERY:
-# the commit that crosses the bound then finds at most that much of the WAL not yet copied, and fsyncs
-# that much. At one checkpoint a second it found up to a second of writes (60-100 MB under 5,000 fires a
-# second): 65-145 ms in that commit every ~4 s, (g)'s p99 lag 70-121 ms; every 0.1 s, p99 34-41 ms. The
-# quiet interval that lets the thread truncate stays CHECKPOINT_EVERY.
+# While the WAL is long (its last checkpoint found more than WAL_HURRY frames in it: it has not restarted
+# for a while, and the bound comes nearer) and commits keep coming, the thread checkpoints every
+# CHECKPOINT_BUSY seconds, not every CHECKPOINT_EVERY: the commit that crosses the bound then finds at most
+# that much of the WAL not yet copied, and fsyncs that much. At one checkpoint a second it found up to a
+# second of writes (60-100 MB under 5,000 fires a second): 65-145 ms in that commit every ~4 s, (g)'s p99
+# lag 70-121 ms; every 0.1 s, p99 34-41 ms. A short WAL (one that restarts between bursts of commits, as
+# under 1,000 fires a second) is checkpointed once per CHECKPOINT_EVERY: every 0.1 s there, the thread
+# copied the pages the runs rewrite over and over ten times as often, 2 % of a core against 0.6 % (14 us a
+# fire). The quiet interval that lets the thread truncate stays CHECKPOINT_EVERY.
 CHECKPOINT_EVERY, CHECKPOINT_BUSY, WAL_BOUND, WAL_KEPT = 1.0, 0.1, 100_000, 16 << 20
+WAL_HURRY = WAL_BOUND // 4  # frames (~100 MB): a WAL longer than this is checkpointed every CHECKPOINT_BUSY
 TRUNCATE_WAIT_MS = 50  # the truncating checkpoint's wait for a reader or writer, at most; tried again later
 
 
@@ -54,6 +59,7 @@ class Connection:
         busy_timeout: float = 30.0,
         checkpoint_every: float = CHECKPOINT_EVERY,
         wal_kept: int = WAL_KEPT,
+        wal_hurry: int = WAL_HURRY,
     ) -> None:
         self.path = str(path)
         if self.path != ":memory:":
@@ -90,7 +96,7 @@ class Connection:
             checkpointing = self._checkpoint_connection()
             self._checkpointer = threading.Thread(
                 target=self._checkpoint_loop,
-                args=(checkpoint_every, wal_kept, checkpointing),
+                args=(checkpoint_every, wal_kept, wal_hurry, checkpointing),
                 name="ticklock-sqlite-checkpoint",
                 daemon=True,
             )
@@ -303,11 +309,14 @@ class Connection:
             conn.close()
             return None
 
-    def _checkpoint_loop(self, every: float, kept: int, checkpointing: tuple[sqlite3.Connection, int] | None) -> None:
-        """Every step (``every`` cut into whole steps of at most ``CHECKPOINT_BUSY`` s), on a connection of its own: a
-        PASSIVE checkpoint if anything was committed meanwhile (by this store or any other connection or
-        process); once a whole ``every`` has passed in which nothing was, a WAL file longer than ``kept``
-        bytes is checkpointed to its end and truncated.
+    def _checkpoint_loop(
+        self, every: float, kept: int, hurry: int, checkpointing: tuple[sqlite3.Connection, int] | None
+    ) -> None:
+        """On a connection of its own, in steps (``every`` cut into whole steps of at most ``CHECKPOINT_BUSY``
+        s): a PASSIVE checkpoint of what was committed (by this store or any other connection or process)
+        once per ``every``, or at every step while the WAL is long (the last checkpoint found more than
+        ``hurry`` frames in it); once a whole ``every`` has passed in which nothing was committed, a WAL file
+        longer than ``kept`` bytes is checkpointed to its end and truncated.
 
         "Committed" is SQLite's ``data_version``, not this store's commits: an idle dispatcher commits a
         claim of nothing every second, which writes no page, and a CLI or second service on the file
@@ -318,6 +327,8 @@ class Connection:
         per = max(1, math.ceil(every / CHECKPOINT_BUSY - 1e-9))  # steps in a quiet interval: exactly ``every``
         step = every / per
         quiet = 0  # steps since the last one that saw a commit
+        since = per  # steps since the last checkpoint (the first commit seen is checkpointed at once)
+        pending = long = False  # commits not checkpointed yet; the WAL was long at the last checkpoint
         wait = backoff = 0  # quiet intervals to skip before the next truncation try; the last back-off
         try:
             while not self._stopping.wait(step):
@@ -327,12 +338,18 @@ class Connection:
                             continue
                         conn, seen = checkpointing[0], None
                     version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    since += 1
                     if version != seen:
-                        seen, quiet = version, 0
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        seen, quiet, pending = version, 0, True
+                    else:
+                        quiet += 1
+                    if pending and (long or since >= per):
+                        log = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+                        long, since, pending = log > hurry, 0, False
                         self.checkpoints += 1
                         continue
-                    quiet += 1
+                    if not quiet:  # a commit came this step
+                        continue
                     if quiet % per or self._wal_size() <= kept:  # not a whole quiet interval yet, or short
                         continue
                     if wait:

@@ -214,17 +214,18 @@ def test_job_and_execution_built_by_their_direct_init_match_a_plain_frozen_datac
     from ticklock.domain.jobs import Execution, Job, Trigger
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    for kind, required in (
+    cases: list[tuple[type[Any], dict[str, Any]]] = [
         (Job, {"id": "j", "name": "n", "handler": "noop", "schedule": IntervalSchedule(5), "payload": {"a": 1},
                "timeout": 3.0, "max_retries": 2, "enabled": True, "next_run_at": now, "created_at": now,
                "updated_at": now}),
         (Execution, {"id": "e", "job_id": "j", "fire_key": "k", "handler": "noop", "trigger": Trigger.MANUAL,
                      "scheduled_at": now, "started_at": now, "deadline_at": now, "run_token": "t", "owner": "o"}),
-    ):  # fmt: skip
+    ]  # fmt: skip
+    for kind, required in cases:
         # the reference: the class as dataclasses makes it, unfrozen (its __init__ assigns; not replaced)
         plain = dataclasses.make_dataclass(
             f"Plain{kind.__name__}",
-            [(f.name, f.type, f) for f in dataclasses.fields(kind)],  # type: ignore[arg-type]
+            [(f.name, f.type, f) for f in dataclasses.fields(kind)],
         )
         built, expected = kind(**required), plain(**required)
         names = [f.name for f in dataclasses.fields(kind)]
@@ -237,7 +238,7 @@ def test_job_and_execution_built_by_their_direct_init_match_a_plain_frozen_datac
         for name in factories:
             assert getattr(kind(**required), name) is not getattr(built, name)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            built.id = "other"  # type: ignore[misc]
+            built.id = "other"
         with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
             kind(**required, bogus=1)
         with pytest.raises(TypeError, match="missing"):

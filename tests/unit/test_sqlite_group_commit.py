@@ -166,9 +166,38 @@ def test_while_commits_keep_coming_a_short_wal_is_checkpointed_once_per_interval
     every = 5 * CHECKPOINT_BUSY
     store = SQLiteStore(tmp_path / "short.db", checkpoint_every=every, wal_kept=0)
     try:
-        _commit_steadily(store, 10 * CHECKPOINT_BUSY)  # ten steps of commits, two intervals
-        # the first commit seen at once, then one an interval: 3 (a slow machine may make it 4), not ~10
-        assert 2 <= store.checkpoints <= 4, f"{store.checkpoints} checkpoints in two intervals of commits"
+        _commit_steadily(store, 15 * CHECKPOINT_BUSY)  # fifteen steps of commits, three intervals
+        # the first commit seen at once (step 1), then one an interval (steps 6 and 11): 3, not ~15
+        assert 2 <= store.checkpoints <= 5, f"{store.checkpoints} checkpoints in three intervals of commits"
+    finally:
+        store.close()
+
+
+def test_a_commit_between_checkpoints_is_checkpointed_an_interval_after_the_last_one(tmp_path: Path) -> None:
+    """A commit that comes after the interval's checkpoint waits for the next one: it is not lost, nor
+    checkpointed at once (a short WAL is checkpointed once per ``checkpoint_every``)."""
+    from tests.support.factories import make_job
+    from ticklock.adapters.store.sqlite.connection import CHECKPOINT_BUSY
+
+    every = 10 * CHECKPOINT_BUSY
+    store = SQLiteStore(tmp_path / "lone.db", checkpoint_every=every, wal_kept=1 << 30)  # no truncation
+    try:
+        store.add_jobs([make_job("lone-1")])
+        deadline = time.monotonic() + 10
+        while store.checkpoints == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.checkpoints == 1  # the first commit seen: at once
+        first = time.monotonic()
+        time.sleep(3 * CHECKPOINT_BUSY)
+        store.add_jobs([make_job("lone-2")])
+        time.sleep(2 * CHECKPOINT_BUSY)
+        if time.monotonic() - first < every - 2 * CHECKPOINT_BUSY:  # (a stalled machine may be past it)
+            assert store.checkpoints == 1  # not at the step that saw it
+        deadline = time.monotonic() + 10
+        while store.checkpoints == 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.checkpoints == 2  # at the interval's end
+        assert time.monotonic() - first >= every - 2 * CHECKPOINT_BUSY
     finally:
         store.close()
 

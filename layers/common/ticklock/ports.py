@@ -281,8 +281,9 @@ class Publisher(Protocol):
     """Where execution events go. May raise anything: the lifecycle logs it and carries on."""
 
     publishes: bool
-    """False for a publisher that drops every event unseen (``none``): the lifecycle then builds none of
-    the events it would have handed it (two a fire, each with the execution's record)."""
+    """False for a publisher that drops every event unseen (``none``): the lifecycle then does not build a
+    fire's started and finished events for it (each with the execution's record); the rare ones (lost,
+    not run, disabled) it still hands over."""
 
     def publish(self, event: ExecutionEvent) -> None:
         """Send one event, or queue it for sending; must not block for long."""

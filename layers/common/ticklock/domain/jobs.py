@@ -567,9 +567,9 @@ def _direct_init(kind: type) -> None:
     for a Job (21 fields), against ~1 us so; the claim builds one a fire and the record an Execution."""
     params: list[str] = []
     lines: list[str] = []
-    scope: dict[str, Any] = {"MISSING": MISSING}  # what the generated code refers to
+    scope: dict[str, Any] = {"MISSING": MISSING, "__name__": kind.__module__}  # what the generated code sees
     for f in fields(kind):
-        assert f.init and not f.kw_only, f"{kind.__name__}.{f.name}: only plain fields"
+        assert f.init and not f.kw_only and not f.name.startswith("__direct"), f"{kind.__name__}.{f.name}"
         if f.default is not MISSING:
             scope[f"_default_{f.name}"] = f.default
             params.append(f"{f.name}=_default_{f.name}")
@@ -579,8 +579,9 @@ def _direct_init(kind: type) -> None:
             lines.append(f"    if {f.name} is MISSING: {f.name} = _factory_{f.name}()")
         else:
             params.append(f.name)
-        lines.append(f"    d[{f.name!r}] = {f.name}")
-    source = f"def __init__(self, {', '.join(params)}):\n    d = self.__dict__\n" + "\n".join(lines)
+        lines.append(f"    __direct_dict[{f.name!r}] = {f.name}")
+    head = f"def __init__(__direct_self, {', '.join(params)}):\n    __direct_dict = __direct_self.__dict__\n"
+    source = head + "\n".join(lines)
     exec(source, scope)  # generated from the class's own field names, as dataclasses does it
     init: Any = scope["__init__"]
     init.__qualname__ = f"{kind.__qualname__}.__init__"

@@ -126,14 +126,14 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_after_writes(tmp_path: P
     assert store._checkpointer is not None and not store._checkpointer.is_alive()  # stopped by close
 
 
-def _commit_steadily(store: SQLiteStore, seconds: float) -> None:
+def _commit_steadily(store: SQLiteStore, seconds: float, pause: float = 0.005) -> None:
     from tests.support.factories import make_job
 
     ends, n = time.monotonic() + seconds, 0
     while time.monotonic() < ends:
         store.add_jobs([make_job(f"busy-{n}")])
         n += 1
-        time.sleep(0.005)
+        time.sleep(pause)
 
 
 def test_while_commits_keep_coming_a_long_wal_is_checkpointed_more_often_than_the_quiet_interval(
@@ -169,6 +169,34 @@ def test_while_commits_keep_coming_a_short_wal_is_checkpointed_once_per_interval
         _commit_steadily(store, 15 * CHECKPOINT_BUSY)  # fifteen steps of commits, three intervals
         # the first commit seen at once (step 1), then one an interval (steps 6 and 11): 3, not ~15
         assert 2 <= store.checkpoints <= 5, f"{store.checkpoints} checkpoints in three intervals of commits"
+    finally:
+        store.close()
+
+
+def test_once_the_wal_has_restarted_a_long_wal_is_checkpointed_once_per_interval_again(tmp_path: Path) -> None:
+    """A WAL the last checkpoint found long is checkpointed at every step; once a checkpoint finds it
+    short again (it restarted: the first commit after a checkpoint that copied all of it, with no commit
+    between, starts it again from its beginning), once per ``checkpoint_every`` again."""
+    from tests.support.factories import make_job
+    from ticklock.adapters.store.sqlite.connection import CHECKPOINT_BUSY
+
+    every = 5 * CHECKPOINT_BUSY
+    # long: over 800 frames. The 10,000 jobs below write ~1,100; the small commits after them (one job
+    # each, every ~20 ms) ~100 an interval. (Under steady commits a WAL seldom restarts: a commit comes
+    # while each checkpoint runs; it grows until SQLite's own bound restarts it, or a pause does.)
+    store = SQLiteStore(tmp_path / "restart.db", checkpoint_every=every, wal_kept=1 << 30, wal_hurry=800)
+    try:
+        store.add_jobs([make_job(f"big-{i}") for i in range(10_000)])
+        deadline = time.monotonic() + 10
+        while store.checkpoints == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.checkpoints == 1  # the first commit seen: at once, and the WAL found long
+        # the first small commit restarts the WAL (nothing was committed since that checkpoint), and the
+        # checkpoint at the next step finds it short; from then on, one an interval
+        _commit_steadily(store, 15 * CHECKPOINT_BUSY, pause=0.02)
+        after = store.checkpoints - 1
+        # steps 1 and 2 (long, then found short), then one an interval: ~4 in fifteen steps, not ~15
+        assert 2 <= after <= 6, f"{after} checkpoints in fifteen steps of small commits after a long WAL"
     finally:
         store.close()
 

@@ -311,14 +311,18 @@ def test_the_runner_runs_at_most_maximum_concurrency_invocations_at_once(stack: 
     print(f"\nat most {busy} runner environments at once, {len({e.owner for e in runs})} in all; "
           f"at most {server.most} checks in flight at once; {dict(Counter(e.status.value for e in runs))}")  # fmt: skip
     # the mapping as deployed carries the template's settings; MiniStack bounds an SQS mapping's batches in
-    # flight by ScalingConfig.MaximumConcurrency, and by 5 without one (lambda_svc._sqs_esm_concurrency): so
-    # more than 10 environments at once shows the template's 30 in force, and at most 30 that it bounds them.
-    # (300 fires are 30 batches: this load cannot push past 30 even without the cap; it shows it lets 30 run.)
+    # flight by ScalingConfig.MaximumConcurrency, and by 5 without one (lambda_svc._sqs_esm_concurrency,
+    # _ESM_SQS_DEFAULT_CONCURRENCY); an environment runs one batch at a time, and MiniStack counts a batch
+    # in flight until its invocation returns, after its executions are finished: so more than 5 environments
+    # busy at once shows the template's 30 in force, and at most 30 that it bounds them. (How many of the 30
+    # a 2-core machine gets going within a 3 s check varies: 14 at most in earlier runs, 10 on 2026-12-03,
+    # when this asserted more than 10, a margin the claim does not need. 300 fires are 30 batches: this load
+    # cannot push past 30 even without the cap; it shows it lets more than MiniStack's default run.)
     mappings = stack.client("lambda").list_event_source_mappings(FunctionName=stack.outputs["RunnerFunctionName"])
     (mapping,) = mappings["EventSourceMappings"]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 30}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and mapping["BatchSize"] == 10
-    assert 10 < busy <= 30
+    assert 5 < busy <= 30
     assert server.most > busy  # a batch's records run side by side within an environment
 
 

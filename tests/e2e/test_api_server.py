@@ -390,6 +390,36 @@ def test_a_pipelined_request_in_progress_is_not_evicted_at_the_limit(start: Call
             sock.close()
 
 
+def test_a_connection_that_pipelines_past_the_bound_is_cut_off_and_one_within_it_is_answered(
+    start: Callable[..., Serve],
+) -> None:
+    """A client may queue MAX_PIPELINED requests behind the one being answered; one that sends more in a
+    go is cut off (httptools would parse every one of them, and uvicorn queue each, before anyone else got
+    a turn), and the server goes on answering others."""
+    from ticklock.api.server import MAX_PIPELINED
+
+    serve = start()
+    request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", serve.port), timeout=10) as sock:
+        sock.sendall(request * (MAX_PIPELINED + 1))  # the one answered first, and the bound queued behind it
+        received = b""
+        while received.count(b"HTTP/1.1 200") < MAX_PIPELINED + 1:
+            chunk = sock.recv(65536)
+            assert chunk, f"cut off after {received.count(b'HTTP/1.1 200')} answers"
+            received += chunk
+    with socket.create_connection(("127.0.0.1", serve.port), timeout=10) as sock:
+        sock.sendall(request * 2000)
+        received, ended = b"", False
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+            ended = True
+        assert received.count(b"HTTP/1.1 200") < 2000  # cut off, not answered in full
+        assert ended or received.count(b"HTTP/1.1 200") <= MAX_PIPELINED + 1
+    assert httpx.get(f"{serve.url}/health", timeout=5).json()["status"] == "ok"
+    assert "Traceback" not in serve.log()
+
+
 def test_keep_alive_outlasts_the_header_timeout(start: Callable[..., Serve]) -> None:
     serve = start(TICKLOCK_API_HEADER_TIMEOUT="1", TICKLOCK_API_KEEPALIVE_TIMEOUT="4")
     conn = HTTPConnection("127.0.0.1", serve.port, timeout=10)

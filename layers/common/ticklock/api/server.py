@@ -5,6 +5,11 @@
   headers within ``api_header_timeout`` seconds of connecting, or of the first byte of its next
   keep-alive request (until then uvicorn's keep-alive timer governs an idle connection). A client that
   stops reading its answers gets the same time to start again, then its connection is aborted.
+- **Pipelining bound.** A connection may have ``MAX_PIPELINED`` requests queued behind the one being
+  answered; the next one aborts it. httptools parses every request of a chunk it is given (asyncio reads
+  up to 256 KiB at once: ~8,700 bare GETs), and uvicorn queues each behind the one being answered: a few
+  clients that pipelined thousands of requests and never read kept the loop parsing and answering them
+  for 15-20 s before anything else (``/health``) got a turn.
 - **Connection limit.** Past ``api_max_connections`` open connections, the oldest one still waiting
   for a request's headers is closed to make room (a new one is refused only when all are mid-request).
   The limit is kept ``FD_RESERVE`` below the process's file-descriptor limit (raised to its hard limit
@@ -32,6 +37,11 @@ log = logging.getLogger("ticklock.api")
 BACKLOG = 128  # asyncio accepts up to this many sockets in one go, before any can be turned away
 # descriptors kept free: one accept burst, plus the store, the lock, log files and the handlers' sockets
 FD_RESERVE = BACKLOG + 256
+MAX_PIPELINED = 32  # requests queued on one connection behind the one being answered (no browser pipelines)
+
+
+class _Flooded(Exception):
+    """Raised from a parser callback to stop httptools mid-chunk: the connection pipelined too much."""
 
 
 def connection_limit(wanted: int) -> int:
@@ -62,6 +72,7 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
         _header_timer: asyncio.TimerHandle | None = None
         _stall_timer: asyncio.TimerHandle | None = None
         _begun = False  # a request's first bytes have been parsed, its headers not yet
+        _flooded = False  # more than MAX_PIPELINED requests queued: aborted
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -81,6 +92,9 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
             super().data_received(data)
 
         def on_message_begin(self) -> None:
+            if len(self.pipeline) >= MAX_PIPELINED:
+                self._flooded = True
+                raise _Flooded  # httptools stops here; uvicorn's data_received then calls send_400_response
             self._begun = True
             super().on_message_begin()
 
@@ -130,6 +144,10 @@ def protocol(*, header_timeout: float, max_connections: int) -> type[HttpToolsPr
                 self._header_timer = None
 
         def send_400_response(self, msg: str) -> None:
+            if self._flooded:  # not a bad request: too many of them queued; nothing more is read or answered
+                self._leave()
+                self.transport.abort()
+                return
             # httptools refused the bytes (a bad request line, a header or URL over its limits): the usual
             # error body, and the connection closed, since the rest of the stream cannot be trusted
             reply = error(HTTPStatus.BAD_REQUEST, "bad_request", f"not a valid HTTP/1.1 request: {msg}")

@@ -39,7 +39,7 @@ def main(path: str, prefix: str, seed: int, checkpoint: bool) -> None:
         for _ in range(2):  # before the pause and after it: what the checkpoint thread did in it counts too
             sys.stdout.write(f"t {store.truncations} {store.checkpoints}\n")
             sys.stdout.flush()
-            time.sleep(rng.uniform(0.0025, 0.025))  # quiet rounds for the checkpoint thread to truncate in
+            time.sleep(rng.uniform(0.01, 0.04))  # quiet rounds (of 10 ms) for the checkpoint thread to truncate in
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from ticklock.adapters.store.sqlite import SQLiteStore
 
 
@@ -113,9 +114,7 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_after_writes(tmp_path: P
         assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_BOUND
         assert store.checkpoints == 0
         store.add_jobs([make_job(f"wal-{i}") for i in range(500)])
-        deadline = time.monotonic() + 10
-        while store.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints > 0)
         assert store.checkpoints >= 1
         # with no writes, no more checkpoints
         seen = store.checkpoints
@@ -187,9 +186,7 @@ def test_once_the_wal_has_restarted_a_long_wal_is_checkpointed_once_per_interval
     store = SQLiteStore(tmp_path / "restart.db", checkpoint_every=every, wal_kept=1 << 30, wal_hurry=800)
     try:
         store.add_jobs([make_job(f"big-{i}") for i in range(10_000)])
-        deadline = time.monotonic() + 10
-        while store.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints > 0)
         assert store.checkpoints == 1  # the first commit seen: at once, and the WAL found long
         # the first small commit restarts the WAL (nothing was committed since that checkpoint), and the
         # checkpoint at the next step finds it short; from then on, one an interval
@@ -211,9 +208,7 @@ def test_a_commit_between_checkpoints_is_checkpointed_an_interval_after_the_last
     store = SQLiteStore(tmp_path / "lone.db", checkpoint_every=every, wal_kept=1 << 30)  # no truncation
     try:
         store.add_jobs([make_job("lone-1")])
-        deadline = time.monotonic() + 10
-        while store.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints > 0)
         assert store.checkpoints == 1  # the first commit seen: at once
         first = time.monotonic()
         time.sleep(3 * CHECKPOINT_BUSY)
@@ -221,9 +216,7 @@ def test_a_commit_between_checkpoints_is_checkpointed_an_interval_after_the_last
         time.sleep(2 * CHECKPOINT_BUSY)
         if time.monotonic() - first < every - 2 * CHECKPOINT_BUSY:  # (a stalled machine may be past it)
             assert store.checkpoints == 1  # not at the step that saw it
-        deadline = time.monotonic() + 10
-        while store.checkpoints == 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints != 1)
         assert store.checkpoints == 2  # at the interval's end
         assert time.monotonic() - first >= every - 2 * CHECKPOINT_BUSY
     finally:
@@ -239,15 +232,11 @@ def test_the_wal_is_truncated_only_after_a_whole_quiet_interval_not_a_checkpoint
     store = SQLiteStore(path, checkpoint_every=2.0, wal_kept=0)
     try:
         store.add_jobs([make_job("quiet-1")])
-        deadline = time.monotonic() + 10
-        while store.checkpoints == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints > 0)
         assert store.checkpoints >= 1
         time.sleep(0.5)  # five of the thread's steps, a quarter of the quiet interval
         assert store.truncations == 0 and Path(f"{path}-wal").stat().st_size > 0
-        deadline = time.monotonic() + 10
-        while store.truncations == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.truncations != 0)
         assert store.truncations == 1 and Path(f"{path}-wal").stat().st_size == 0
     finally:
         store.close()
@@ -276,9 +265,7 @@ def test_a_long_wal_is_truncated_once_nothing_is_written_and_every_row_stays(tmp
     try:
         store.add_jobs(jobs)
         claimer.start()
-        deadline = time.monotonic() + 10
-        while store.truncations == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.truncations != 0)
         assert store.truncations >= 1
         assert wal.stat().st_size == 0
         # another connection (as another process would) sees every row
@@ -290,9 +277,7 @@ def test_a_long_wal_is_truncated_once_nothing_is_written_and_every_row_stays(tmp
         # a short WAL is left alone: written again, it is checkpointed, not truncated
         truncated, checkpointed = store.truncations, store.checkpoints
         store.add_jobs([make_job("wal-one-more")])
-        deadline = time.monotonic() + 10
-        while store.checkpoints == checkpointed and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.checkpoints != checkpointed)
         time.sleep(0.2)
         assert store.checkpoints > checkpointed
         assert store.truncations == truncated and wal.stat().st_size > 0
@@ -312,9 +297,7 @@ def test_the_wal_is_not_truncated_while_another_connection_writes_to_it(tmp_path
     other = sqlite3.connect(path, isolation_level=None)
     try:
         other.execute("PRAGMA synchronous=OFF")  # no fsync a commit: its commits come every ~5 ms
-        deadline = time.monotonic() + 10
-        while store.truncations == 0 and time.monotonic() < deadline:  # what opening the file wrote
-            time.sleep(0.01)
+        wait_until(lambda: store.truncations != 0)  # what opening the file wrote
         base = store.truncations
         assert base >= 1
         other.execute("CREATE TABLE elsewhere (n INTEGER)")
@@ -325,9 +308,7 @@ def test_the_wal_is_not_truncated_while_another_connection_writes_to_it(tmp_path
             n += 1
             time.sleep(0.005)
         assert store.truncations == base
-        deadline = time.monotonic() + 10
-        while store.truncations == base and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: store.truncations != base)
         assert store.truncations == base + 1
         assert Path(f"{path}-wal").stat().st_size == 0
         assert other.execute("SELECT COUNT(*) FROM elsewhere").fetchone()[0] == n

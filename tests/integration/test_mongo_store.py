@@ -9,13 +9,14 @@ from datetime import timedelta
 
 import pytest
 from pymongo.errors import AutoReconnect
+from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStartedEvent, CommandSucceededEvent
 
-from tests.support.factories import T0, make_job
+from tests.support.factories import T0, make_execution, make_job
 from ticklock.adapters.records import JOB_FIELDS
 from ticklock.adapters.store.mongo import MongoStore, shared_client
-from ticklock.domain.jobs import ExecutionStatus, RunSummary
+from ticklock.domain.jobs import ExecutionStatus, Fire, RunSummary
 from ticklock.errors import StoreUnavailable
-from ticklock.ports import JOB_SORTS, JobQuery
+from ticklock.ports import JOB_SORTS, Completion, JobQuery
 
 
 @pytest.fixture
@@ -39,6 +40,60 @@ def test_a_failed_lease_write_takes_its_claim_marks_back(mongo: MongoStore, monk
     # the job state was not left blocked: the next claim takes it
     [claimed] = mongo.claim_due(now=T0, horizon=T0, limit=10, owner="b", slack=timedelta(seconds=30))
     assert claimed.id == job.id
+
+
+class _Updates(CommandListener):
+    """The ``update`` commands a client sends."""
+
+    def __init__(self) -> None:
+        self.commands: list[dict[str, object]] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        if event.command_name == "update":
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        return None
+
+
+def test_the_runs_of_a_batch_that_end_alike_are_finished_by_one_update_statement(ferretdb_pg_uri: str) -> None:
+    """FerretDB scans the whole ``executions`` collection for each update statement (it serves no filter from
+    an index): a batch's runs that started and ended together, with one outcome, go as one statement,
+    a run that ended otherwise as one of its own; each finish still applies to its own run only."""
+    updates = _Updates()
+    database = f"m{uuid.uuid4().hex[:10]}"
+    client = shared_client(ferretdb_pg_uri, listeners=[updates])
+    store = MongoStore(ferretdb_pg_uri, database=database, client=client)
+    try:
+        for _ in range(6):
+            store.add_job(make_job(next_run_at=T0))
+        fires = [
+            Fire.of(j) for j in store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
+        ]
+        started = store.start_executions([make_execution(f) for f in fires])
+        runs = [s.execution for s in started]
+        outcomes = [ExecutionStatus.SUCCESS] * 5 + [ExecutionStatus.FAILED]
+        done = [
+            r.with_changes(status=o, attempts=1, finished_at=T0 + timedelta(seconds=1), duration=1.0)
+            for r, o in zip(runs, outcomes, strict=True)
+        ]
+        updates.commands.clear()
+        later = T0 + timedelta(seconds=60)
+        completions = [Completion(d, f, later) for d, f in zip(done, fires, strict=True)]
+        assert store.complete_many(completions, now=T0 + timedelta(seconds=1)) == [(True, True)] * 6
+        [finish] = [c for c in updates.commands if c["update"] == "executions"]
+        statements = finish["updates"]
+        assert isinstance(statements, list) and len(statements) == 2
+        assert sorted(bool(s.get("multi")) for s in statements) == [False, True]  # the five alike, the one apart
+        assert [store.get_execution(r.id).status for r in runs] == outcomes
+        # finished once: a second time applies to none of them, alike or not
+        assert store.complete_many(completions, now=T0 + timedelta(seconds=1)) == [(False, False)] * 6
+    finally:
+        shared_client(ferretdb_pg_uri).drop_database(database)
+        client.close()
 
 
 def test_documents_with_their_nulls_written_out_and_without_them_list_count_and_page_alike(mongo: MongoStore) -> None:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from pymongo import ASCENDING, MongoClient, UpdateOne
+from pymongo import ASCENDING, MongoClient, UpdateMany, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
@@ -314,27 +314,42 @@ class Fires(Connection):
 
     def _finish_many(self, executions: Sequence[Execution]) -> list[bool]:
         """``_finish`` (no summary) for each, in one bulk write. Each update carries this call's mark, so that
-        when some did not apply (taken over, or final already) one read tells which ones did."""
+        when some did not apply (taken over, or final already) one read tells which ones did.
+
+        The runs of a batch start together and end together, so most share every value written: those go in
+        one update, whose filter names each run's id and token under ``$or`` and, at its top, the start
+        they share. On MongoDB each ``$or`` branch is an ``_id`` lookup either way. FerretDB 1.24 serves no
+        filter from an index (an ``_id`` equality is a scan of the collection in PostgreSQL) and pushes
+        down only top-level equalities: an update per run was a scan of the whole, growing ``executions``
+        collection per fire; the shared ``started_at`` makes it one scan per batch, which returns the
+        batch's rows alone."""
         mark = uuid.uuid4().hex
-        ops = [
-            UpdateOne(
-                {"_id": e.id, "run_token": e.run_token, "status": {"$in": LIVE}},
-                setting(
-                    {
-                        "status": e.status.value,
-                        "attempts": e.attempts,
-                        "finished_at": ms_or_none(e.finished_at),
-                        "duration": e.duration,
-                        "error": e.error,
-                        "finish_mark": mark,
-                    }
-                ),
+        groups: dict[tuple[object, ...], list[Execution]] = {}
+        for e in executions:
+            key = (e.started_at, e.status, e.attempts, e.finished_at, e.duration, e.error)
+            groups.setdefault(key, []).append(e)
+        ops: list[UpdateOne | UpdateMany] = []
+        for members in groups.values():
+            first = members[0]
+            update = setting(
+                {
+                    "status": first.status.value,
+                    "attempts": first.attempts,
+                    "finished_at": ms_or_none(first.finished_at),
+                    "duration": first.duration,
+                    "error": first.error,
+                    "finish_mark": mark,
+                }
             )
-            for e in executions
-        ]
+            if len(members) == 1:
+                ops.append(UpdateOne({"_id": first.id, "run_token": first.run_token, "status": {"$in": LIVE}}, update))
+                continue
+            runs = [{"_id": e.id, "run_token": e.run_token} for e in members]
+            where = {"started_at": ms(first.started_at), "status": {"$in": LIVE}, "$or": runs}
+            ops.append(UpdateMany(where, update))
         result = self._call(lambda: self.executions.bulk_write(ops, ordered=False))
-        if result.modified_count == len(ops):
-            return [True] * len(ops)
+        if result.modified_count == len(executions):
+            return [True] * len(executions)
         ids = [e.id for e in executions]
         marks = {
             d["_id"]: d.get("finish_mark")

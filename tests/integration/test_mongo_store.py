@@ -42,15 +42,14 @@ def test_a_failed_lease_write_takes_its_claim_marks_back(mongo: MongoStore, monk
     assert claimed.id == job.id
 
 
-class _Updates(CommandListener):
-    """The ``update`` commands a client sends."""
+class _Commands(CommandListener):
+    """The commands a client sends, as (command name, collection, command)."""
 
     def __init__(self) -> None:
-        self.commands: list[dict[str, object]] = []
+        self.sent: list[tuple[str, object, dict[str, object]]] = []
 
     def started(self, event: CommandStartedEvent) -> None:
-        if event.command_name == "update":
-            self.commands.append(dict(event.command))
+        self.sent.append((event.command_name, event.command.get(event.command_name), dict(event.command)))
 
     def succeeded(self, event: CommandSucceededEvent) -> None:
         return None
@@ -59,38 +58,53 @@ class _Updates(CommandListener):
         return None
 
 
-def test_the_runs_of_a_batch_that_end_alike_are_finished_by_one_update_statement(ferretdb_pg_uri: str) -> None:
+@pytest.mark.parametrize("ferretdb", [True, False], ids=["grouped", "one-per-run"])
+def test_the_runs_of_a_batch_that_end_alike_are_finished_by_one_update_statement_on_ferretdb(
+    ferretdb_pg_uri: str, ferretdb: bool
+) -> None:
     """FerretDB scans the whole ``executions`` collection for each update statement (it serves no filter from
-    an index): a batch's runs that started and ended together, with one outcome, go as one statement,
-    a run that ended otherwise as one of its own; each finish still applies to its own run only."""
-    updates = _Updates()
+    an index): there a batch's runs that started and ended together, with one outcome, go as one statement,
+    each run that ended otherwise as one of its own. On MongoDB (``ferretdb`` False) each run keeps its own
+    statement, so that the bulk write stays retryable. Either way each finish applies to its own run only,
+    with its own values, and a run taken over meanwhile is left alone."""
+    commands = _Commands()
     database = f"m{uuid.uuid4().hex[:10]}"
-    client = shared_client(ferretdb_pg_uri, listeners=[updates])
-    store = MongoStore(ferretdb_pg_uri, database=database, client=client)
+    client = shared_client(ferretdb_pg_uri, listeners=[commands])
     try:
-        for _ in range(6):
+        store = MongoStore(ferretdb_pg_uri, database=database, client=client)
+        assert store.ferretdb  # what buildInfo says of the server the tests run on
+        store.ferretdb = ferretdb
+        for _ in range(8):
             store.add_job(make_job(next_run_at=T0))
-        fires = [
-            Fire.of(j) for j in store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
-        ]
-        started = store.start_executions([make_execution(f) for f in fires])
-        runs = [s.execution for s in started]
-        outcomes = [ExecutionStatus.SUCCESS] * 5 + [ExecutionStatus.FAILED]
-        done = [
-            r.with_changes(status=o, attempts=1, finished_at=T0 + timedelta(seconds=1), duration=1.0)
-            for r, o in zip(runs, outcomes, strict=True)
-        ]
-        updates.commands.clear()
+        claimed = store.claim_due(now=T0, horizon=T0, limit=10, owner="a", slack=timedelta(seconds=30))
+        fires = [Fire.of(j) for j in claimed]
+        runs = [s.execution for s in store.start_executions([make_execution(f) for f in fires])]
+        # the sixth run ended as the five before it did but for its duration, the seventh failed; the eighth
+        # was taken over by another runner before this one finishes it (alike to the first five)
+        taken = runs[7].with_changes(run_token="theirs", resumes=1)
+        assert store.take_over_execution(taken, previous_token=runs[7].run_token)
+        end = T0 + timedelta(seconds=1)
+        done = [r.with_changes(status=ExecutionStatus.SUCCESS, attempts=1, finished_at=end, duration=1.0) for r in runs]
+        done[5] = done[5].with_changes(duration=0.5)
+        done[6] = done[6].with_changes(status=ExecutionStatus.FAILED, error="boom")
         later = T0 + timedelta(seconds=60)
         completions = [Completion(d, f, later) for d, f in zip(done, fires, strict=True)]
-        assert store.complete_many(completions, now=T0 + timedelta(seconds=1)) == [(True, True)] * 6
-        [finish] = [c for c in updates.commands if c["update"] == "executions"]
+        commands.sent.clear()
+        assert store.complete_many(completions, now=end) == [(True, True)] * 7 + [(False, False)]
+        [finish] = [c for name, on, c in commands.sent if name == "update" and on == "executions"]
         statements = finish["updates"]
-        assert isinstance(statements, list) and len(statements) == 2
-        assert sorted(bool(s.get("multi")) for s in statements) == [False, True]  # the five alike, the one apart
-        assert [store.get_execution(r.id).status for r in runs] == outcomes
+        assert isinstance(statements, list)
+        if ferretdb:
+            assert len(statements) == 3
+            assert sorted(bool(s.get("multi")) for s in statements) == [False, False, True]  # six alike, two apart
+        else:
+            assert len(statements) == 8 and not any(s.get("multi") for s in statements)
+        # one of them did not apply: the read of the finish marks told which
+        assert [name for name, on, _ in commands.sent if on == "executions"] == ["update", "find"]
+        assert [store.get_execution(r.id) for r in runs[:7]] == done[:7]  # each with its own values
+        assert store.get_execution(runs[7].id) == taken  # still theirs, running
         # finished once: a second time applies to none of them, alike or not
-        assert store.complete_many(completions, now=T0 + timedelta(seconds=1)) == [(False, False)] * 6
+        assert store.complete_many(completions, now=end) == [(False, False)] * 8
     finally:
         shared_client(ferretdb_pg_uri).drop_database(database)
         client.close()

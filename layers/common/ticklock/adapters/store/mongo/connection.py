@@ -37,6 +37,11 @@ class Connection:
         self.claims: Collection[Doc] = db["claims"]
         self.ledger: Collection[Doc] = db["ledger"]
         self._call(self._ensure_indexes)
+        # FerretDB (``buildInfo`` names its version) serves no filter from an index: each statement of a
+        # write is a scan of its collection, so there writes are grouped into fewer statements where they
+        # can be. Not on MongoDB, where a bulk write with a multi-document update is not retried by the
+        # driver (``retryWrites``) and each statement is an index lookup anyway.
+        self.ferretdb = "ferretdbVersion" in self._call(lambda: db.command("buildInfo"))
 
     def _ensure_indexes(self) -> None:
         # create_index is idempotent: every process may run it at start

@@ -316,13 +316,13 @@ class Fires(Connection):
         """``_finish`` (no summary) for each, in one bulk write. Each update carries this call's mark, so that
         when some did not apply (taken over, or final already) one read tells which ones did.
 
-        The runs of a batch start together and end together, so most share every value written: those go in
-        one update, whose filter names each run's id and token under ``$or`` and, at its top, the start
-        they share. On MongoDB each ``$or`` branch is an ``_id`` lookup either way. FerretDB 1.24 serves no
-        filter from an index (an ``_id`` equality is a scan of the collection in PostgreSQL) and pushes
-        down only top-level equalities: an update per run was a scan of the whole, growing ``executions``
-        collection per fire; the shared ``started_at`` makes it one scan per batch, which returns the
-        batch's rows alone."""
+        On FerretDB, the runs of a batch that share every value written (they start together and end
+        together) go in one update, whose filter names each run's id and token under ``$or`` and, at its
+        top, the start they share. FerretDB 1.24 serves no filter from an index (an ``_id`` equality is a
+        scan of the collection in PostgreSQL) and pushes down only top-level equalities: an update per run
+        was a scan of the whole, growing ``executions`` collection per fire; the shared ``started_at``
+        makes it one scan per batch, which returns the batch's rows alone. On MongoDB each run keeps an
+        update of its own (an ``_id`` lookup), so that the bulk write stays retryable."""
         mark = uuid.uuid4().hex
         groups: dict[tuple[object, ...], list[Execution]] = {}
         for e in executions:
@@ -341,8 +341,10 @@ class Fires(Connection):
                     "finish_mark": mark,
                 }
             )
-            if len(members) == 1:
-                ops.append(UpdateOne({"_id": first.id, "run_token": first.run_token, "status": {"$in": LIVE}}, update))
+            if len(members) == 1 or not self.ferretdb:
+                ops += [
+                    UpdateOne({"_id": e.id, "run_token": e.run_token, "status": {"$in": LIVE}}, update) for e in members
+                ]
                 continue
             runs = [{"_id": e.id, "run_token": e.run_token} for e in members]
             where = {"started_at": ms(first.started_at), "status": {"$in": LIVE}, "$or": runs}

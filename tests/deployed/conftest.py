@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from tests.support import servers
 
@@ -47,8 +48,8 @@ class Stack:
         """The API stage's URL on the emulator (what ApiUrl names on AWS)."""
         return f"{self.endpoint}/_aws/execute-api/{self.api_id}/v1"
 
-    def client(self, service: str) -> Any:
-        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION, **CREDENTIALS)
+    def client(self, service: str, config: Config | None = None) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION, config=config, **CREDENTIALS)
 
     def log(self) -> str:
         return (self.workdir / "ministack.log").read_text(errors="replace")

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.config import Config
 from botocore.credentials import Credentials
 
 from tests.deployed.conftest import PARAMETERS, REGION, Stack
@@ -29,6 +31,7 @@ from ticklock.commands.client import ApiClient, ApiError
 from ticklock.commands.sigv4 import Signer, SigV4
 from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
 from ticklock.domain.schedules import OnceSchedule
+from ticklock.errors import StoreUnavailable
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -273,27 +276,66 @@ class SlowServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
 
 
+def warm_runner_environments(stack: Stack, count: int) -> int:
+    """Start ``count`` runner environments before a burst, by as many empty batches invoked at once; returns
+    how many invocations succeeded. Thirty environments starting inside the burst, on two shared cores,
+    each importing the layer, took the fires past their claims on a slow day (2026-12-03): the fires
+    waited on the queue, their leases lapsed (``lease_expired``: released, claimed and sent again) and the
+    burst did not end within the wait (with MiniStack also unpacking the layer per environment, before
+    tools/ministack/launch.py's change 5: over four minutes). AWS starts environments side by side on
+    their own hosts, so that measured the emulator's machine, not the stack: the environments the burst
+    uses are started first (thirty in about two minutes that day) and it runs on them. MiniStack reaps an idle
+    environment 300 s after its last invocation began (``LAMBDA_WARM_TTL_SECONDS``), long after this."""
+    lambdas = stack.client("lambda", Config(read_timeout=600, retries={"max_attempts": 0}, max_pool_connections=count))
+    name = stack.outputs["RunnerFunctionName"]
+
+    def invoke() -> bool:
+        answer = lambdas.invoke(FunctionName=name, Payload=json.dumps({"Records": []}).encode())
+        return answer.get("FunctionError") is None and json.loads(answer["Payload"].read()) == {"batchItemFailures": []}
+
+    with ThreadPoolExecutor(count) as pool:
+        return sum(pool.map(lambda _: invoke(), range(count)))
+
+
 def test_the_runner_runs_at_most_maximum_concurrency_invocations_at_once(stack: Stack, ferretdb_uri: str) -> None:
     """300 fires due at one instant, each an ``http.check`` of a server that answers after 3 s: the event
     source mapping's ``MaximumConcurrency`` (30) bounds the runner environments busy at once, and inside one
     the records of a batch run side by side. Environments are told apart by the executions' owner (each
     Lambda environment's log stream name). Each fire ends in one final execution; on two shared cores,
     thirty environments starting at once can push a check past its timeout, so the outcomes are printed."""
+    warmed = warm_runner_environments(stack, 30)
     server = SlowServer(delay=3.0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/slow"
     kept = store(ferretdb_uri)
     at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=12)
+    seen: Counter[str] = Counter()
+    timed_out: list[datetime] = []
     try:
         jobs = [make_job(f"slow-{i:03d}", handler="http.check", timeout=20, payload={"url": url},
                          schedule=OnceSchedule(at), next_run_at=at) for i in range(300)]  # fmt: skip
         kept.add_jobs(jobs)
+        ours = {job.id for job in jobs}
 
         def all_ran() -> list[Any] | None:
-            runs = [e for job in jobs for e in kept.list_executions(job.id, limit=5)]
+            # one query for the instant's executions (one per job made each poll a scan of the whole
+            # collection per job on FerretDB: 300 every two seconds, beside the runners being measured)
+            try:
+                found = kept.executions_between(None, start=at, end=at, limit=2000)
+            except StoreUnavailable:  # a read that outwaits its timeout while the burst writes: the next poll
+                timed_out.append(datetime.now(UTC))
+                return None
+            runs = [e for e in found if e.job_id in ours]
+            seen.clear()
+            seen.update(e.status.value for e in runs)
             return runs if len(runs) == len(jobs) and all(e.status.final for e in runs) else None
 
-        runs = wait_for(all_ran, timeout=300, every=2.0)
+        try:
+            runs = wait_for(all_ran, timeout=300, every=2.0)
+        except AssertionError:
+            pytest.fail(f"not every fire of {len(jobs)} ended in 300 s (runner environments warmed first: "
+                        f"{warmed}); their executions by status: {dict(seen)} ({len(timed_out)} reads timed "
+                        f"out), queue holds {queue_depth(stack, stack.outputs['FireQueueUrl'])}")  # fmt: skip
         for job in jobs:
             kept.delete_job(job.id)
     finally:

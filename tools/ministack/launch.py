@@ -21,14 +21,32 @@
    (background workers) and every service are MiniStack's; only the transport differs. The deployed-stack
    tests keep Hypercorn, as a user runs MiniStack.
 
+5. **A layer unpacked once, shared by the environments.** MiniStack 1.5.33 unpacks a function's code and
+   every layer into a fresh directory at each cold start (``core/lambda_runtime.py``, ``Worker._spawn``),
+   inside its own process: ticklock's layer is 5,800 files (73 MB), and thirty runner environments
+   starting at once for a burst kept MiniStack's interpreter busy for four to five minutes on a slow day
+   (2026-12-03), so that the fires' claims lapsed on the queue before a runner came up. On AWS a layer is
+   mounted read-only at ``/opt`` and environments start side by side on their own hosts. Here an archive
+   is unpacked once per content (sha-256) under the emulator's ``TMPDIR`` and each environment's directory
+   gets symbolic links to its top-level entries; an environment still gets its own directory, so what
+   MiniStack writes there (its context shim) stays its own.
+
 Run with the MiniStack venv's interpreter: ``python tools/ministack/launch.py`` (its settings by
 environment: ``GATEWAY_PORT``, ``BIND_HOST``...).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+import threading
+import types
+import zipfile
+from typing import Any
 
+import ministack.core.lambda_runtime as lambda_runtime
 import ministack.services.apigateway_v1 as apigateway
 import ministack.services.eventbridge as eventbridge
 import ministack.services.sqs as sqs
@@ -86,6 +104,39 @@ def _delete_message_batch(data: dict[str, object], qurl: str) -> dict[str, objec
 
 
 sqs._HANDLERS["DeleteMessageBatch"] = _delete_message_batch
+
+
+class _SharedZipFile(zipfile.ZipFile):
+    """``extractall(path)`` as links into one unpacked copy per archive content (change 5)."""
+
+    _locks: dict[str, threading.Lock] = {}
+    _guard = threading.Lock()
+
+    def extractall(self, path: Any = None, members: Any = None, pwd: Any = None) -> None:
+        if path is None or members is not None or pwd is not None or not isinstance(self.filename, str):
+            return super().extractall(path, members, pwd)
+        digest = hashlib.sha256()
+        with open(self.filename, "rb") as archive:
+            for chunk in iter(lambda: archive.read(1 << 20), b""):
+                digest.update(chunk)
+        key = digest.hexdigest()
+        shared = os.path.join(tempfile.gettempdir(), "ministack-unpacked", key)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if not os.path.isdir(shared):
+                partial = f"{shared}.partial"
+                shutil.rmtree(partial, ignore_errors=True)
+                super().extractall(partial)
+                os.replace(partial, shared)
+        for entry in os.listdir(shared):
+            os.symlink(os.path.join(shared, entry), os.path.join(os.fspath(path), entry))
+
+
+_zipfile_shared = types.ModuleType("zipfile")
+_zipfile_shared.__dict__.update(zipfile.__dict__)
+_zipfile_shared.ZipFile = _SharedZipFile  # type: ignore[attr-defined]
+lambda_runtime.zipfile = _zipfile_shared  # type: ignore[attr-defined]
 
 if __name__ == "__main__":
     if os.environ.get("MS_SERVER") == "uvicorn":

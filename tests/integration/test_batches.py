@@ -15,6 +15,8 @@ import pytest
 from tests.integration.conftest import Harness
 from tests.support.factories import make_execution
 from tests.support.waiting import wait_until
+from ticklock.clock import FakeClock
+from ticklock.domain import lifecycle
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Overlap, Policy
 from ticklock.domain.lifecycle import QUICK_RUNS, SkipReason, TaskRunner
 from ticklock.errors import StoreUnavailable
@@ -254,3 +256,90 @@ def test_start_executions_and_complete_many_match_the_single_calls(fake: Harness
     later = fake.clock.now() + timedelta(seconds=60)
     assert fake.store.complete_many([Completion(d, f, later) for d, f in zip(done, fires, strict=True)],
                                     now=fake.clock.now()) == [(True, True)] * 3  # fmt: skip
+
+
+def test_deferred_finishes_are_written_later_as_of_the_runs_end(fake: Harness) -> None:
+    """``run_many(defer=True)`` (serve's workers, while more fires are queued): the runs start and end, their
+    final writes wait for ``finish_deferred``, and are then written as they would have been at the runs' end."""
+    assert isinstance(fake.clock, FakeClock)
+    fires = claimed(fake, 6)
+    store = Counting(fake.store)
+    runner = quick_runner(fake, store)
+    ended = fake.clock.now()
+    outcomes = runner.run_many(fires[:3], defer=True)
+    assert [o.execution.status for o in outcomes if o.execution] == [ExecutionStatus.RUNNING] * 3
+    assert statuses(fake, fires[:3]) == ["running"] * 3 and store.calls["complete_many"] == 0
+    assert fake.locker is not None
+    assert all(fake.locker.acquire(f"job:{f.job.id}", 1) for f in fires[:3])  # the locks went with the runs
+    fake.clock.advance(0.02)
+    runner.run_many(fires[3:], defer=True)
+    assert statuses(fake, fires) == ["running"] * 6
+    fake.clock.advance(0.03)  # within DEFER_SECONDS of the first: still deferred
+    assert store.calls["complete_many"] == 0
+    runner.finish_deferred()
+    assert store.calls["complete_many"] == 2  # a write per batch, the older first
+    assert statuses(fake, fires) == ["success"] * 6
+    for fire, at in [(f, ended) for f in fires[:3]] + [(f, ended + timedelta(seconds=0.02)) for f in fires[3:]]:
+        (execution,) = fake.store.list_executions(fire.job.id)
+        assert execution.finished_at == at
+        job = fake.store.get_job(fire.job.id)
+        assert job.lease is None and job.next_run_at == at + timedelta(seconds=60)  # interval: from the end
+    runner.finish_deferred()
+    assert store.calls["complete_many"] == 2  # nothing twice
+    assert Counter(fake.publisher.types()) == Counter({"job.execution.started": 6, "job.execution.succeeded": 6})
+
+
+def test_deferred_finishes_are_written_before_the_next_batch_not_deferred(fake: Harness) -> None:
+    fires = claimed(fake, 6)
+    store = Counting(fake.store)
+    runner = quick_runner(fake, store)
+    runner.run_many(fires[:3], defer=True)
+    order: list[list[str]] = []
+    complete_many = store._store.complete_many
+
+    def recording(completions: Sequence[Completion], *, now: datetime) -> list[tuple[bool, bool]]:
+        order.append([c.fire.job.id for c in completions])
+        done: list[tuple[bool, bool]] = complete_many(completions, now=now)
+        return done
+
+    store._store = _Patched(store._store, complete_many=recording)
+    runner.run_many(fires[3:])
+    assert order == [[f.job.id for f in fires[:3]], [f.job.id for f in fires[3:]]]
+    assert statuses(fake, fires) == ["success"] * 6
+    # and a fire run alone finishes what waits before it starts
+    more = claimed(fake, 3)
+    runner.run_many(more[:2], defer=True)
+    runner.run_many(more[2:], defer=True)  # one fire: the single path
+    assert statuses(fake, more) == ["success"] * 3
+
+
+@pytest.mark.parametrize("bound", ["runs", "seconds"])
+def test_deferred_finishes_are_bounded_in_number_and_in_age(fake: Harness, bound: str, monkeypatch: Any) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    monkeypatch.setattr(lifecycle, "DEFER_RUNS", 4)
+    fires = claimed(fake, 6)
+    runner = quick_runner(fake)
+    if bound == "runs":
+        runner.run_many(fires[:2], defer=True)
+        assert statuses(fake, fires[:2]) == ["running"] * 2
+        runner.run_many(fires[2:4], defer=True)  # four deferred: the bound
+        assert statuses(fake, fires[:4]) == ["success"] * 4
+    else:
+        runner.run_many(fires[:2], defer=True)
+        fake.clock.advance(lifecycle.DEFER_SECONDS)
+        runner.run_many(fires[2:4], defer=True)  # the first were deferred DEFER_SECONDS: all are written
+        assert statuses(fake, fires[:4]) == ["success"] * 4
+    runner.run_many(fires[4:], defer=True)
+    assert statuses(fake, fires[4:]) == ["running"] * 2
+    runner.finish_deferred()
+    assert statuses(fake, fires) == ["success"] * 6
+
+
+class _Patched:
+    """``target`` with some attributes replaced."""
+
+    def __init__(self, target: Any, **replaced: Any) -> None:
+        self._target, self._replaced = target, replaced
+
+    def __getattr__(self, name: str) -> Any:
+        return self._replaced[name] if name in self._replaced else getattr(self._target, name)

@@ -197,3 +197,41 @@ def test_unstarted_fires_are_drained_at_shutdown() -> None:
     release.set()
     assert pool.stop(5)
     assert [f.job.id for f in drained] == [f.job.id for f in batch[1:]]
+
+
+def test_a_batch_with_fires_queued_behind_it_defers_and_what_waits_is_written_when_the_queue_empties() -> None:
+    """``run_many(fires, defer=...)``: defer while more are queued; ``finish_deferred`` whenever a worker finds the
+    queue empty, before it runs a fire alone, and as it leaves at shutdown."""
+    calls: list[tuple[object, ...]] = []
+    gate = threading.Event()
+
+    def run(given: Fire) -> None:
+        calls.append(("alone", given.job.name))
+        gate.wait(10)
+
+    def run_many(batch: list[Fire], *, defer: bool) -> None:
+        calls.append(("batch", len(batch), defer))
+
+    def finish_deferred() -> None:
+        calls.append(("finish_deferred",))
+
+    pool = WorkerPool(
+        run, workers=1, queue_size=64, monotonic=Frozen(), run_many=run_many,
+        batchable=lambda f: f.job.name != "first", batch=4, finish_deferred=finish_deferred,
+    )  # fmt: skip
+    pool.submit(fire("first"))
+    assert wait_until(lambda: ("alone", "first") in calls, timeout=5)
+    for each in fires(10):
+        pool.submit(each)
+    gate.set()
+    assert wait_until(lambda: len(calls) >= 6, timeout=5)
+    assert calls == [
+        ("finish_deferred",),  # before a fire runs alone
+        ("alone", "first"),
+        ("batch", 4, True),
+        ("batch", 4, True),
+        ("batch", 2, False),  # nothing behind it: it is written with what waits (TaskRunner.run_many)
+        ("finish_deferred",),  # the queue found empty
+    ]
+    assert pool.stop(5)
+    assert calls[6:] == [("finish_deferred",)]  # and as the worker leaves

@@ -14,6 +14,8 @@ Rules beyond the reference, each tested in tests/integration/test_lifecycle.py:
 * The lock goes when the run ends, before the final write and the advance (a fire due at once must not
   meet it); a duplicate delivery in between meets the row, and if it finds it final it advances the job
   from the run's own start, as the run does. A sync handler still running past its deadline keeps it.
+* Under a backlog (serve's workers see fires queued behind a batch) a batch's final writes may wait for
+  the batches after it, up to ``DEFER_SECONDS``, written as of its runs' end: a burst's fires start first.
 * How a job goes on after a fire is its overlap policy's (``overlap.following``); the slots it passes are
   recorded in the ledger only when this fire's own advance moved the schedule.
 """
@@ -80,6 +82,13 @@ _ADVANCE_AFTER = frozenset(
 _RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
 # how long a fire whose job lock is held by something other than its own run waits for it, in growing steps
 LOCK_WAIT, LOCK_PAUSE = 2.0, 0.05
+# how many runs' final writes may wait for the batches queued behind them (``run_many(defer=True)``), and
+# for how long at most: a burst's fires all start (their records written) before its runs are finished,
+# so that the last of 1,000 does not wait for 990 finishes too. A quarter second covers a burst of 1,000
+# twice over on the 2-core machine; a run's row then reads 'running' up to that much after its end, and a
+# process killed meanwhile leaves those rows to be resumed (run again, as any run cut off before its final
+# write is: DESIGN.md, invariant 1's crash clause)
+DEFER_RUNS, DEFER_SECONDS = 1024, 0.25
 _JUST = timedelta(microseconds=1)
 # The skips that are a fire's end, as ledger reasons. The others are not: the fire runs, or ran, anyway
 # (LOCK_HELD and RUNNING_ELSEWHERE: its own run holds the job; DUPLICATE: it ran; LEASE_EXPIRED: it is
@@ -273,6 +282,9 @@ class TaskRunner:
         self.tally = FireTally(clock)
         self.shutdown = threading.Event()
         self._speed: dict[str, tuple[int, float]] = {}  # handler: (runs timed, moving average of seconds)
+        self._deferred: list[tuple[list[tuple[_Ready, RunOutcome]], datetime]] = []  # runs ended, not yet finished
+        self._deferred_runs = 0
+        self._deferred_mutex = threading.Lock()
         self._quick: dict[str, bool] = {}
 
     def run(self, fire: Fire) -> Outcome:
@@ -385,7 +397,7 @@ class TaskRunner:
             and job.policy.overlap is not Overlap.ALLOW_ALL
         )
 
-    def run_many(self, fires: Sequence[Fire]) -> list[Outcome]:
+    def run_many(self, fires: Sequence[Fire], *, defer: bool = False) -> list[Outcome]:
         """Fires taken together (each ``batchable``), each through the five steps as ``run`` takes it, with
         their records written in one store write and their final states in one: under a burst each fire
         then shares its two commits with the batch. A fire off the common path (its lock held, its lease
@@ -393,8 +405,14 @@ class TaskRunner:
         outlives its deadline is concluded by its take-over, which goes on with the rest of the batch; the
         outcomes returned are then the ones known (the rest are empty). The batch's executions are recorded
         with one ``started_at``: a fire's handler starts after those before it in the batch (quick ones, a
-        few milliseconds in all), and one held up longer is stamped afresh (``_on_time``)."""
+        few milliseconds in all), and one held up longer is stamped afresh (``_on_time``).
+
+        ``defer``: more fires wait behind these (the worker pool says so). The runs' final writes (steps 4
+        and 5) then wait, as written at the runs' end, for those of the batches after, up to ``DEFER_RUNS``
+        runs or ``DEFER_SECONDS``, so that a burst's fires all start before its runs are finished; whoever
+        sees no fire left calls ``finish_deferred``. Their outcomes are then the executions as started."""
         if len(fires) == 1:
+            self.finish_deferred()
             return [self.run(fires[0])]
         outcomes = [Outcome() for _ in fires]
         now = self.clock.now()
@@ -422,7 +440,7 @@ class TaskRunner:
             self._recorded(item.fire, item.handler, item.execution, item.fields, now)
             batch.items.append(item)
             places.append(i)
-        if batch.items and self._drive(batch):
+        if batch.items and self._drive(batch, defer=defer):
             for i, item in zip(places, batch.items, strict=True):
                 outcomes[i] = Outcome(execution=item.done or item.execution)
         for i in sorted(alone):
@@ -447,9 +465,10 @@ class TaskRunner:
             return None
         return _Ready(fire, handler, _fields(fire), key, token, self._fresh(fire, handler, now, detached=False))
 
-    def _drive(self, batch: _Batch) -> bool:
-        """Run what is left of ``batch``, then write the final states of its runs together. False if a run
-        outlived its deadline: its take-over concluded it and went on with the rest."""
+    def _drive(self, batch: _Batch, *, defer: bool = False) -> bool:
+        """Run what is left of ``batch``, then write the final states of its runs together (or, with
+        ``defer``, leave them to ``finish_deferred``). False if a run outlived its deadline: its take-over
+        concluded it and went on with the rest (and wrote them)."""
         while batch.next < len(batch.items):
             item = batch.items[batch.next]
             batch.next += 1
@@ -479,8 +498,34 @@ class TaskRunner:
             # the run is over: the lock goes now, as in ``_conclude``
             self._let_go(item)
             batch.ran.append((item, outcome))
-        self._finish_many(batch.ran)
+        if defer:
+            self._defer(batch.ran)
+        else:
+            self.finish_deferred()  # the runs ended before these are written first
+            self._finish_many(batch.ran)
         return True
+
+    def _defer(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
+        """Keep ``ran`` to be finished with the batches after it, as of now (its runs' end)."""
+        now = self.clock.now()
+        with self._deferred_mutex:
+            if ran:
+                self._deferred.append((ran, now))
+                self._deferred_runs += len(ran)
+            full = self._deferred_runs >= DEFER_RUNS
+            old = bool(self._deferred) and (now - self._deferred[0][1]).total_seconds() >= DEFER_SECONDS
+        if full or old:
+            self.finish_deferred()
+
+    def finish_deferred(self) -> None:
+        """Write the final states of the runs ``run_many(defer=True)`` left, oldest first, each batch as of
+        its runs' end (its ``finished_at``, its next run), as they would have been written then."""
+        with self._deferred_mutex:
+            if not self._deferred:
+                return
+            deferred, self._deferred, self._deferred_runs = self._deferred, [], 0
+        for ran, ended in deferred:
+            self._finish_many(ran, now=ended)
 
     def _on_time(self, item: _Ready) -> bool:
         """A fire of a batch about to run: if the runs before it took a while (a tenth of its timeout, or a
@@ -508,12 +553,12 @@ class TaskRunner:
         """Release a batch item's job lock (its run is over, or it leaves the batch)."""
         self._safely("lock.release_failed", item.fields, self.locker.release, item.key, item.token)
 
-    def _finish_many(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
-        """Steps 4 and 5 for the runs of a batch: one ``complete_many``; if that fails, each alone (retried
-        through an outage, as ``_complete``)."""
+    def _finish_many(self, ran: list[tuple[_Ready, RunOutcome]], *, now: datetime | None = None) -> None:
+        """Steps 4 and 5 for the runs of a batch, as of ``now`` (their end; the clock's now if None): one
+        ``complete_many``; if that fails, each alone (retried through an outage, as ``_complete``)."""
         if not ran:
             return
-        now = self.clock.now()
+        now = now or self.clock.now()
         ends = []
         for item, outcome in ran:
             done = _done(item.execution, outcome, now)

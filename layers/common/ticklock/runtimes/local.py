@@ -76,6 +76,7 @@ class LocalService:
             queue_size=s.effective_queue_size,
             run_many=self.runner.run_many,
             batchable=self.runner.batchable,
+            finish_deferred=self.runner.finish_deferred,
         )
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
@@ -132,6 +133,7 @@ class LocalService:
             self.runner.shutdown.set()
             self.invoker.interrupt_all()
             self.pool.stop(10.0)
+        self.runner.finish_deferred()  # each worker wrote what waited as it left; whatever is left, now
         self.invoker.close()
         self.app.close()
         self.runner.tally.flush()

@@ -168,15 +168,20 @@ class WorkerPool:
         queue_size: int | None = None,
         stall: float = STALL,
         monotonic: Callable[[], float] = time.monotonic,
-        run_many: Callable[[list[Fire]], object] | None = None,
+        run_many: Callable[..., object] | None = None,
         batchable: Callable[[Fire], bool] = lambda fire: False,
         batch: int = BATCH,
+        finish_deferred: Callable[[], object] = lambda: None,
     ) -> None:
         """``stall`` and ``monotonic``: when a running worker counts as slow, and its clock (``_Inbox``).
         ``run_many``: a worker that takes a ``batchable`` fire takes the batchable ones queued behind it
-        too, up to ``batch`` in all, and runs them together."""
+        too, up to ``batch`` in all, and runs them together, called ``run_many(fires, defer=...)``: ``defer``
+        when more fires are queued behind them, so that their final writes may wait for those
+        (``TaskRunner.run_many``); ``finish_deferred`` writes what waits, and a worker calls it whenever it
+        finds the queue empty, before it waits for more, and before it runs a fire alone."""
         self._run = run
         self._run_many = run_many
+        self._finish_deferred = finish_deferred
         self._batchable = batchable
         self._batch = batch
         self._queue = _Inbox(queue_size or 2 * workers, stall=stall, monotonic=monotonic)
@@ -256,12 +261,21 @@ class WorkerPool:
         with self._mutex:
             return self._busy
 
+    def _finish_deferred_safely(self) -> None:
+        try:
+            self._finish_deferred()
+        except Exception:
+            log.exception("worker.finish_deferred_failed")
+
     def _work(self) -> None:
         me, done = threading.current_thread(), False
         while me not in self._retired:
+            if done and not self._queue.qsize():
+                self._finish_deferred_safely()  # nothing waits: what the last batches left is written now
             item = self._queue.get(done=done)
             done = True
             if item is _STOP:
+                self._finish_deferred_safely()
                 self._queue.left(me)
                 return
             assert isinstance(item, Fire)
@@ -271,8 +285,9 @@ class WorkerPool:
                 if self._run_many is not None and self._batchable(item):
                     more = self._queue.take_more(self._batchable, self._batch - 1)
                     if more:
-                        self._run_many([item, *more])
+                        self._run_many([item, *more], defer=self._queue.qsize() > 0)
                         continue
+                self._finish_deferred_safely()
                 self._run(item)
             except Exception:
                 log.exception(

@@ -29,6 +29,7 @@ class Counting:
     def __init__(self, store: Any, failing: Sequence[str] = ()) -> None:
         self._store = store
         self.calls: Counter[str] = Counter()
+        self.order: list[str] = []
         self.failing = set(failing)
 
     def __getattr__(self, name: str) -> Any:
@@ -38,6 +39,7 @@ class Counting:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            self.order.append(name)
             if name in self.failing:
                 raise StoreUnavailable(f"{name}: planned outage")
             return attr(*args, **kwargs)
@@ -274,7 +276,8 @@ def test_deferred_finishes_are_written_later_as_of_the_runs_end(fake: Harness) -
     fake.clock.advance(0.02)
     runner.run_many(fires[3:], defer=True)
     assert statuses(fake, fires) == ["running"] * 6
-    fake.clock.advance(0.03)  # within DEFER_SECONDS of the first: still deferred
+    fake.clock.advance(0.03)  # within DEFER_SECONDS of the first
+    runner.run_many([], defer=True)  # a batch's start looks at the age of what waits
     assert store.calls["complete_many"] == 0
     runner.finish_deferred()
     assert store.calls["complete_many"] == 2  # a write per batch, the older first
@@ -316,23 +319,44 @@ def test_deferred_finishes_are_written_before_the_next_batch_not_deferred(fake: 
 @pytest.mark.parametrize("bound", ["runs", "seconds"])
 def test_deferred_finishes_are_bounded_in_number_and_in_age(fake: Harness, bound: str, monkeypatch: Any) -> None:
     assert isinstance(fake.clock, FakeClock)
-    monkeypatch.setattr(lifecycle, "DEFER_RUNS", 4)
+    if bound == "runs":
+        monkeypatch.setattr(lifecycle, "DEFER_RUNS", 4)
     fires = claimed(fake, 6)
     runner = quick_runner(fake)
+    runner.run_many(fires[:2], defer=True)
+    assert statuses(fake, fires[:2]) == ["running"] * 2
     if bound == "runs":
-        runner.run_many(fires[:2], defer=True)
-        assert statuses(fake, fires[:2]) == ["running"] * 2
         runner.run_many(fires[2:4], defer=True)  # four deferred: the bound
         assert statuses(fake, fires[:4]) == ["success"] * 4
     else:
-        runner.run_many(fires[:2], defer=True)
-        fake.clock.advance(lifecycle.DEFER_SECONDS)
-        runner.run_many(fires[2:4], defer=True)  # the first were deferred DEFER_SECONDS: all are written
+        fake.clock.advance(lifecycle.DEFER_SECONDS - 0.001)
+        runner.run_many(fires[2:4], defer=True)
+        assert statuses(fake, fires[:4]) == ["running"] * 4
+        fake.clock.advance(0.001)
+        runner.run_many([], defer=True)  # the first ended DEFER_SECONDS ago: all are written
         assert statuses(fake, fires[:4]) == ["success"] * 4
     runner.run_many(fires[4:], defer=True)
     assert statuses(fake, fires[4:]) == ["running"] * 2
     runner.finish_deferred()
     assert statuses(fake, fires) == ["success"] * 6
+
+
+def test_what_waits_is_written_before_a_fire_of_the_batch_runs_alone(fake: Harness, tmp_path: Any) -> None:
+    """A fire of a batch that goes the single way may take long (a held lock, a slow run, a take-over that
+    retires the worker): the deferred finishes are written before it, not left behind it."""
+    fires = claimed(fake, 3)
+    alone = claimed(fake, 1, handler="test.record", payload={"path": str(tmp_path / "calls")})  # not quick
+    store = Counting(fake.store)
+    runner = quick_runner(fake, store)
+    runner.run_many(fires[:2], defer=True)
+    assert statuses(fake, fires[:2]) == ["running"] * 2
+    store.order.clear()
+    runner.run_many([fires[2], *alone], defer=True)
+    # what waited, and the batch's own runs (over before it), are written; then the fire alone is recorded
+    assert [name for name in store.order if name in ("complete_many", "start_execution")] == [
+        "complete_many", "complete_many", "start_execution"
+    ]  # fmt: skip
+    assert statuses(fake, fires) == ["success"] * 3 and statuses(fake, alone) == ["success"]
 
 
 class _Patched:

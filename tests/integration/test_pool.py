@@ -143,6 +143,8 @@ def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
     ran: list[str] = []
     entered = threading.Event()
 
+    flushed: list[threading.Thread] = []
+
     def run(given: Fire) -> None:
         if given.job.name == "hangs":
             stuck_in.append(threading.current_thread())
@@ -150,7 +152,7 @@ def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
             release.wait(30)
         ran.append(threading.current_thread().name)
 
-    pool = WorkerPool(run, workers=1)
+    pool = WorkerPool(run, workers=1, finish_deferred=lambda: flushed.append(threading.current_thread()))
     try:
         pool.submit(fire("hangs"))
         assert entered.wait(5)
@@ -167,6 +169,7 @@ def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
     stuck_in[0].join(5)
     assert not stuck_in[0].is_alive()  # it ended once its handler returned, taking nothing more
     assert len(ran) == 2
+    assert flushed[-1] is stuck_in[0]  # and wrote what waited as it left (TaskRunner.finish_deferred)
 
 
 def test_reporting_a_thread_that_is_not_a_worker_changes_nothing() -> None:

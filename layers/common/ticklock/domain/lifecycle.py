@@ -416,6 +416,7 @@ class TaskRunner:
             return [self.run(fires[0])]
         outcomes = [Outcome() for _ in fires]
         now = self.clock.now()
+        self._finish_deferred_if_old(now)
         ready: list[tuple[int, _Ready]] = []
         alone: list[int] = []
         for i, fire in enumerate(fires):
@@ -443,6 +444,10 @@ class TaskRunner:
         if batch.items and self._drive(batch, defer=defer):
             for i, item in zip(places, batch.items, strict=True):
                 outcomes[i] = Outcome(execution=item.done or item.execution)
+        if alone:
+            # a fire on its own may wait (a held lock, a slow run, a take-over that retires this worker):
+            # what waits is written first, not left behind it
+            self.finish_deferred()
         for i in sorted(alone):
             try:
                 outcomes[i] = self.run(fires[i])
@@ -513,8 +518,17 @@ class TaskRunner:
                 self._deferred.append((ran, now))
                 self._deferred_runs += len(ran)
             full = self._deferred_runs >= DEFER_RUNS
+        if full:
+            self.finish_deferred()
+        else:
+            self._finish_deferred_if_old(now)
+
+    def _finish_deferred_if_old(self, now: datetime) -> None:
+        """``finish_deferred`` if the oldest deferred runs ended ``DEFER_SECONDS`` ago (checked as each batch
+        starts and as one is deferred: a batch's own runs are quick ones, milliseconds)."""
+        with self._deferred_mutex:
             old = bool(self._deferred) and (now - self._deferred[0][1]).total_seconds() >= DEFER_SECONDS
-        if full or old:
+        if old:
             self.finish_deferred()
 
     def finish_deferred(self) -> None:

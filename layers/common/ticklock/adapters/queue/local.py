@@ -297,3 +297,4 @@ class WorkerPool:
                 with self._mutex:
                     if me not in self._retired:  # a retired worker's busy count went when it was retired
                         self._busy -= 1
+        self._finish_deferred_safely()  # retired: what waits is not left to the others' next empty queue

@@ -359,6 +359,16 @@ def test_what_waits_is_written_before_a_fire_of_the_batch_runs_alone(fake: Harne
     assert statuses(fake, fires) == ["success"] * 3 and statuses(fake, alone) == ["success"]
 
 
+def test_deferred_finishes_are_written_on_time_whatever_the_workers_do_next(real: Harness) -> None:
+    """No worker comes back (the next batch hangs in a handler till its deadline, or nothing follows): the
+    deferred finishes are written all the same, once ``DEFER_SECONDS`` old, by the timer the first started."""
+    fires = claimed(real, 3)
+    runner = quick_runner(real)
+    runner.run_many(fires, defer=True)
+    assert statuses(real, fires) == ["running"] * 3
+    assert wait_until(lambda: statuses(real, fires) == ["success"] * 3, timeout=10)
+
+
 class _Patched:
     """``target`` with some attributes replaced."""
 

@@ -511,17 +511,32 @@ class TaskRunner:
         return True
 
     def _defer(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
-        """Keep ``ran`` to be finished with the batches after it, as of now (its runs' end)."""
+        """Keep ``ran`` to be finished with the batches after it, as of now (its runs' end). The first runs
+        deferred start a timer: whatever the workers do next (a batch whose run hangs till its deadline),
+        what waits is written once the oldest is ``DEFER_SECONDS`` old."""
         now = self.clock.now()
         with self._deferred_mutex:
+            first = not self._deferred
             if ran:
                 self._deferred.append((ran, now))
                 self._deferred_runs += len(ran)
             full = self._deferred_runs >= DEFER_RUNS
         if full:
             self.finish_deferred()
-        else:
-            self._finish_deferred_if_old(now)
+            return
+        self._finish_deferred_if_old(now)
+        if first and ran:
+            timer = threading.Timer(DEFER_SECONDS, self._finish_deferred_on_time)
+            timer.daemon = True
+            timer.start()
+
+    def _finish_deferred_on_time(self) -> None:
+        """The timer's end: what waits since ``DEFER_SECONDS`` or more is written; runs deferred later (the
+        first written meanwhile) are left to their own timer."""
+        try:
+            self._finish_deferred_if_old(self.clock.now())
+        except Exception:  # a thread of its own: nothing above it to catch
+            log.exception("fire.finish_deferred_failed")
 
     def _finish_deferred_if_old(self, now: datetime) -> None:
         """``finish_deferred`` if the oldest deferred runs ended ``DEFER_SECONDS`` ago (checked as each batch

@@ -162,3 +162,45 @@ def test_documents_with_their_nulls_written_out_and_without_them_list_count_and_
         )
     assert sum(None in doc.values() for doc in mongo.jobs.find({})) == len(raw[::2])
     assert answers() == slim
+
+
+@pytest.mark.parametrize("uri", ["ferretdb_uri", "ferretdb_pg_uri"], ids=["sqlite", "postgresql"])
+def test_a_store_creates_its_indexes_once_and_a_process_on_a_store_set_up_writes_none(
+    uri: str, request: pytest.FixtureRequest
+) -> None:
+    """The first store on a new database creates its fifteen indexes; each one after (every Lambda cold
+    start) lists them and creates none: FerretDB 1.24 on SQLite wedged for good when ``createIndexes`` met
+    the updates of a burst (``MongoConnection._ensure_indexes``). An index missing is created again."""
+    address: str = request.getfixturevalue(uri)
+    commands = _Commands()
+    database = f"m{uuid.uuid4().hex[:10]}"
+    client = shared_client(address, listeners=[commands])
+    try:
+        MongoStore(address, database=database, client=client)
+        assert len(_indexes_created(commands)) == 15 and len(set(_indexes_created(commands))) == 15
+        db = client[database]
+        assert {i["name"] for i in db["executions"].list_indexes()} >= {"fire_unique", "by_job", "by_time"}
+        assert next(i for i in db["jobs"].list_indexes() if i["name"] == "name_unique").get("unique") is True
+        commands.sent.clear()
+        MongoStore(address, database=database, client=client)
+        assert _indexes_created(commands) == []
+        listed = sorted(str(c) for name, c, _ in commands.sent if name == "listIndexes")
+        assert listed == ["claims", "executions", "jobs", "ledger"]
+        db["ledger"].drop_index("last")
+        commands.sent.clear()
+        MongoStore(address, database=database, client=client)
+        assert _indexes_created(commands) == [("ledger", "last")]
+    finally:
+        client.drop_database(database)
+        client.close()
+
+
+def _indexes_created(commands: _Commands) -> list[tuple[str, str]]:
+    """(collection, index name) of each index the ``createIndexes`` commands sent asked for."""
+    created: list[tuple[str, str]] = []
+    for name, collection, command in commands.sent:
+        if name == "createIndexes":
+            indexes = command["indexes"]
+            assert isinstance(indexes, list)
+            created += [(str(collection), str(index["name"])) for index in indexes]
+    return created

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from pymongo import ASCENDING, DESCENDING, MongoClient
@@ -44,24 +45,44 @@ class Connection:
         self.ferretdb = "ferretdbVersion" in self._call(lambda: db.command("buildInfo"))
 
     def _ensure_indexes(self) -> None:
-        # create_index is idempotent: every process may run it at start
-        self.jobs.create_index([("name", ASCENDING)], unique=True, name="name_unique")
-        self.jobs.create_index([("due_at", ASCENDING)], name="due")
-        self.jobs.create_index([("lease_token", ASCENDING)], name="lease")
-        self.jobs.create_index([("handler", ASCENDING), ("_id", ASCENDING)], name="handler")
-        self.jobs.create_index([("next_run_at", ASCENDING), ("_id", ASCENDING)], name="by_next")  # the jobs table
-        self.jobs.create_index([("last_at", ASCENDING), ("_id", ASCENDING)], name="by_last")
-        self.executions.create_index([("fire_key", ASCENDING)], unique=True, name="fire_unique")
-        self.executions.create_index(
-            [("job_id", ASCENDING), ("scheduled_at", DESCENDING), ("_id", DESCENDING)], name="by_job"
-        )
-        self.executions.create_index([("finished_at", ASCENDING)], name="finished")
-        self.executions.create_index([("scheduled_at", DESCENDING)], name="by_time")
-        self.executions.create_index([("detached", ASCENDING), ("deadline_at", ASCENDING)], name="detached")
-        self.claims.create_index([("at", ASCENDING)], name="at")
-        self.ledger.create_index([("job_id", ASCENDING), ("first_at", DESCENDING)], name="by_job")
-        self.ledger.create_index([("first_at", DESCENDING)], name="by_time")
-        self.ledger.create_index([("last_at", ASCENDING)], name="last")
+        """The store's indexes, each created only if its collection lacks an index of that name: a process
+        starting on a store already set up (every Lambda cold start) reads one index list per collection and
+        writes nothing. FerretDB 1.24 on SQLite holds its collection registry's lock through a
+        ``createIndexes`` while it waits for a connection of its pool, and the updates in flight that hold
+        those connections wait for that lock: thirty runner environments starting beside a burst wedged it
+        for good (2026-12-03, tests/deployed; a goroutine dump showed it)."""
+        wanted: list[tuple[Collection[Doc], list[tuple[str, Any]], bool, str]] = [
+            (self.jobs, [("name", ASCENDING)], True, "name_unique"),
+            (self.jobs, [("due_at", ASCENDING)], False, "due"),
+            (self.jobs, [("lease_token", ASCENDING)], False, "lease"),
+            (self.jobs, [("handler", ASCENDING), ("_id", ASCENDING)], False, "handler"),
+            (self.jobs, [("next_run_at", ASCENDING), ("_id", ASCENDING)], False, "by_next"),  # the jobs table
+            (self.jobs, [("last_at", ASCENDING), ("_id", ASCENDING)], False, "by_last"),
+            (self.executions, [("fire_key", ASCENDING)], True, "fire_unique"),
+            (
+                self.executions,
+                [("job_id", ASCENDING), ("scheduled_at", DESCENDING), ("_id", DESCENDING)],
+                False,
+                "by_job",
+            ),
+            (self.executions, [("finished_at", ASCENDING)], False, "finished"),
+            (self.executions, [("scheduled_at", DESCENDING)], False, "by_time"),
+            (self.executions, [("detached", ASCENDING), ("deadline_at", ASCENDING)], False, "detached"),
+            (self.claims, [("at", ASCENDING)], False, "at"),
+            (self.ledger, [("job_id", ASCENDING), ("first_at", DESCENDING)], False, "by_job"),
+            (self.ledger, [("first_at", DESCENDING)], False, "by_time"),
+            (self.ledger, [("last_at", ASCENDING)], False, "last"),
+        ]
+        present: dict[str, set[str]] = {}
+        for collection, keys, unique, name in wanted:
+            if collection.name not in present:
+                present[collection.name] = {index["name"] for index in collection.list_indexes()}
+            if name not in present[collection.name]:
+                # create_index is idempotent: processes starting together on a new store may all run it
+                if unique:
+                    collection.create_index(keys, name=name, unique=True)
+                else:
+                    collection.create_index(keys, name=name)
 
     def _call(self, func: Callable[[], T]) -> T:
         try:

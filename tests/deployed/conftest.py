@@ -83,6 +83,23 @@ def _deploy(endpoint: str, template: Path, workdir: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@pytest.fixture(scope="module")
+def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The deployed stack's store, FerretDB on SQLite (the poison test writes into its files), of its own:
+    the suite's, after the contract tests' databases, stalled for a minute under the burst of thirty runner
+    environments in the CI run of 2026-12-03 (and a FerretDB wedged by the stack would take the suite's
+    later tests with it)."""
+    workdir = tmp_path_factory.mktemp("ferretdb-deployed")
+    server, uri = servers.start_ferretdb(workdir)
+    yield uri, workdir / "ferretdb-data"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
+    return ferretdb[0]
+
+
 # module-scoped: the stack (its tick rule firing every 5 s, its function workers) is torn down as soon as
 # its tests are done, so that it takes no CPU from the timing-sensitive suites after it
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import pytest
 from botocore.config import Config
 
 from tests.support import servers
+from tests.support.fixtures import ferretdb_on_sqlite
 
 REPO = Path(__file__).resolve().parents[2]
 SAM = REPO / ".cache" / "sam-venv" / "bin" / "sam"
@@ -89,10 +90,7 @@ def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
     the suite's, after the contract tests' databases, stalled for a minute under the burst of thirty runner
     environments in the CI run of 2026-12-03 (and a FerretDB wedged by the stack would take the suite's
     later tests with it)."""
-    workdir = tmp_path_factory.mktemp("ferretdb-deployed")
-    server, uri = servers.start_ferretdb(workdir)
-    yield uri, workdir / "ferretdb-data"
-    server.stop()
+    yield from ferretdb_on_sqlite(tmp_path_factory, "ferretdb-deployed")
 
 
 @pytest.fixture(scope="module")

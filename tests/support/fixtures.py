@@ -35,13 +35,19 @@ def redis_url(redis_server: servers.Server) -> str:
     return str(redis_server.url)  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="session")
-def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """FerretDB on its SQLite backend: its URI, and the folder of its SQLite files (one per database)."""
-    workdir = tmp_path_factory.mktemp("ferretdb")
+def ferretdb_on_sqlite(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[str, Path]]:
+    """A FerretDB on its SQLite backend, started in a folder ``name`` and stopped after: its URI, and the
+    folder of its SQLite files (one per database)."""
+    workdir = tmp_path_factory.mktemp(name)
     server, uri = servers.start_ferretdb(workdir)
     yield uri, workdir / "ferretdb-data"
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """FerretDB on its SQLite backend: its URI, and the folder of its SQLite files (one per database)."""
+    yield from ferretdb_on_sqlite(tmp_path_factory, "ferretdb")
 
 
 @pytest.fixture(scope="session")

@@ -191,6 +191,24 @@ def test_cron_evaluated_in_its_timezone() -> None:
     assert new_york_9am.next_after(utc(2026, 7, 10)) == utc(2026, 7, 10, 13)  # EDT
 
 
+def test_schedules_that_differ_only_in_zone_gap_or_overlap_each_get_their_own_next_fire() -> None:
+    # next_after remembers its answers (the jobs of a burst share a schedule and an instant): the whole
+    # schedule is the key, so asking one after another for the same instant gives each its own answer
+    before_jump = utc(2026, 3, 29, 0, 59, 59)
+    assert [CronSchedule("0 30 1 * * *", zone).next_after(before_jump) for zone in ("UTC", "Europe/London")] == [
+        utc(2026, 3, 29, 1, 30),
+        utc(2026, 3, 29, 1, 0),
+    ]
+    assert [CronSchedule("0 30 1 * * *", "Europe/London", gap=g).next_after(before_jump) for g in ("jump", "skip")] == [
+        utc(2026, 3, 29, 1, 0),
+        utc(2026, 3, 30, 0, 30),
+    ]
+    first_pass = utc(2026, 10, 25, 0, 40)  # 01:40 BST, before the clocks go back to 01:00 GMT
+    assert [
+        CronSchedule("0 */20 1 * * *", "Europe/London", overlap=o).next_after(first_pass) for o in ("first", "both")
+    ] == [utc(2026, 10, 26, 1, 0), utc(2026, 10, 25, 1, 0)]
+
+
 # -- DST: Europe/London ----------------------------------------------------------------------------------
 # 2026-03-29: 01:00 GMT (01:00 UTC) jumps to 02:00 BST. 2026-10-25: 02:00 BST (01:00 UTC) back to 01:00 GMT.
 

@@ -94,7 +94,7 @@ class CronSchedule:
         """The first fire strictly after ``after``, as an aware UTC instant. None when there is none before
         9999-12-30 (where local times start to leave the calendar), or, with gap="skip", when the next
         MAX_SKIPPED_GAPS matches all fall in gaps; a job cannot be given such a schedule."""
-        found = self._next(_seconds(after))
+        found = _next_cached(self, _seconds(after))
         return None if found is None else datetime.fromtimestamp(found[0], UTC)
 
     def upcoming(self, after: datetime, count: int) -> list[Fire]:
@@ -169,6 +169,15 @@ class CronSchedule:
 @lru_cache(maxsize=4096)
 def _parse(expr: str) -> cron.CronExpr:
     return cron.parse(expr)
+
+
+@lru_cache(maxsize=4096)
+def _next_cached(schedule: CronSchedule, after: int) -> tuple[int, int | None] | None:
+    """``schedule._next(after)``, remembered: the jobs that share a schedule and fire together (a burst of
+    ``0 0 * * * *`` jobs at the top of the hour) each ask for the same next instant as they advance, and a
+    hit costs a fifth of the search. The key is the whole schedule (expression, zone, gap and overlap
+    choices): schedules are frozen values, and a process's zone rules do not change under it."""
+    return schedule._next(after)
 
 
 def _seconds(moment: datetime) -> int:

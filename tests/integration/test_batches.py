@@ -369,6 +369,29 @@ def test_deferred_finishes_are_written_on_time_whatever_the_workers_do_next(real
     assert wait_until(lambda: statuses(real, fires) == ["success"] * 3, timeout=10)
 
 
+def test_a_deferred_run_whose_final_state_cannot_be_made_keeps_no_other_from_being_written(
+    fake: Harness, monkeypatch: Any
+) -> None:
+    """An error making one run's final state (none is known; anything unforeseen) leaves that run to be
+    resumed by the next claim, as a run cut off is, and every other deferred run of its batch and of the
+    batches after it is written all the same."""
+    fires = claimed(fake, 6)
+    runner = quick_runner(fake)
+    runner.run_many(fires[:3], defer=True)
+    runner.run_many(fires[3:], defer=True)
+    broken = {e.id for e in fake.store.list_executions(fires[1].job.id)}
+    done = lifecycle._done
+
+    def failing(execution: Execution, outcome: Any, now: datetime) -> Execution:
+        if execution.id in broken:
+            raise RuntimeError("unforeseen")
+        return done(execution, outcome, now)
+
+    monkeypatch.setattr(lifecycle, "_done", failing)
+    runner.finish_deferred()
+    assert statuses(fake, fires) == ["success", "running", "success", "success", "success", "success"]
+
+
 class _Patched:
     """``target`` with some attributes replaced."""
 

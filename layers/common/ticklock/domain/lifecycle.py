@@ -554,7 +554,7 @@ class TaskRunner:
                 return
             deferred, self._deferred, self._deferred_runs = self._deferred, [], 0
         for ran, ended in deferred:
-            self._finish_many(ran, now=ended)
+            self._finish_many(ran, now=ended)  # each fire guarded inside: a failure keeps no other unwritten
 
     def _on_time(self, item: _Ready) -> bool:
         """A fire of a batch about to run: if the runs before it took a while (a tenth of its timeout, or a
@@ -590,8 +590,12 @@ class TaskRunner:
         now = now or self.clock.now()
         ends = []
         for item, outcome in ran:
-            done = _done(item.execution, outcome, now)
-            next_run, stop = self._next_run(item.fire, now, done.started_at)
+            try:
+                done = _done(item.execution, outcome, now)
+                next_run, stop = self._next_run(item.fire, now, done.started_at)
+            except Exception:  # one fire's failure must not keep the others unfinished (it is resumed)
+                log.exception("fire.finish_failed", extra=item.fields)
+                continue
             ends.append((item, outcome, done, next_run, stop))
         results: list[tuple[bool, bool]] | None = None
         try:

@@ -24,7 +24,7 @@ import pytest
 from botocore.config import Config
 
 from tests.support import servers
-from tests.support.fixtures import ferretdb_on_sqlite
+from tests.support.fixtures import a_redis, ferretdb_on_sqlite
 
 REPO = Path(__file__).resolve().parents[2]
 SAM = REPO / ".cache" / "sam-venv" / "bin" / "sam"
@@ -96,6 +96,19 @@ def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
 @pytest.fixture(scope="module")
 def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
     return ferretdb[0]
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
+    """The deployed stack's Redis, of its own: the stack's tick, killed with the emulator, leaves its lease
+    (``ticklock:tick``) for its TTL, and in the suite's Redis that stopped the Lambda emulation's first tick
+    when that test ran right after these."""
+    yield from a_redis(tmp_path_factory, "redis-deployed")
+
+
+@pytest.fixture(scope="module")
+def redis_url(redis_server: servers.Server) -> str:
+    return str(redis_server.url)  # type: ignore[attr-defined]
 
 
 # module-scoped: the stack (its tick rule firing every 5 s, its function workers) is torn down as soon as

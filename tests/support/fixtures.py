@@ -24,7 +24,12 @@ STORES = ["sqlite", "ferretdb-sqlite", "ferretdb-postgresql"] + (["mongodb"] if 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
-    server, url = servers.start_redis(tmp_path_factory.mktemp("redis"))
+    yield from a_redis(tmp_path_factory, "redis")
+
+
+def a_redis(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[servers.Server]:
+    """A Redis started in a folder ``name`` and stopped after, its URL as ``.url``."""
+    server, url = servers.start_redis(tmp_path_factory.mktemp(name))
     server.url = url  # type: ignore[attr-defined]
     yield server
     server.stop()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tests.support.factories import make_job, manual_fire
 from tests.support.waiting import wait_until
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.domain.jobs import Fire
+from ticklock.errors import QueueUnavailable
 
 
 def fire(name: str = "job") -> Fire:
@@ -200,6 +203,43 @@ def test_unstarted_fires_are_drained_at_shutdown() -> None:
     release.set()
     assert pool.stop(5)
     assert [f.job.id for f in drained] == [f.job.id for f in batch[1:]]
+
+
+def test_a_pool_that_stops_taking_fires_hands_back_each_it_refuses_even_one_waiting_for_room() -> None:
+    """``close_intake`` (a stop's first step): a hand-over blocked on the full queue ends, raising
+    QueueUnavailable with its fire (the dispatcher gives it back to the store), and so does every one after,
+    rather than completing into a queue that is drained already, where no worker would run it."""
+    release, entered = threading.Event(), threading.Event()
+
+    def run(given: Fire) -> None:
+        entered.set()
+        release.wait(10)
+
+    pool = WorkerPool(run, workers=1, queue_size=1)
+    first, queued, blocked, late = fires(4)
+    pool.submit(first)
+    assert entered.wait(5)
+    pool.submit(queued)
+    refused: list[QueueUnavailable] = []
+
+    def hand_over() -> None:
+        try:
+            pool.submit(blocked)
+        except QueueUnavailable as exc:
+            refused.append(exc)
+
+    producer = threading.Thread(target=hand_over)
+    producer.start()
+    assert wait_until(lambda: producer.is_alive() and pool.depth() == 1)
+    pool.close_intake()
+    producer.join(5)
+    assert not producer.is_alive() and [f.job.id for e in refused for f in e.fires] == [blocked.job.id]
+    with pytest.raises(QueueUnavailable) as after:
+        pool.submit(late)
+    assert [f.job.id for f in after.value.fires] == [late.job.id]
+    assert [f.job.id for f in pool.drain_unstarted()] == [queued.job.id]  # the refused are not in the queue
+    release.set()
+    assert pool.stop(5)
 
 
 def test_a_batch_with_fires_queued_behind_it_defers_and_what_waits_is_written_when_the_queue_empties() -> None:

@@ -122,6 +122,7 @@ class LocalService:
             return
         self._stopped = True
         self._stop.set()
+        self.pool.close_intake()  # a hand-over blocked on a full queue ends now: its fire is given back
         for thread in self._threads:
             thread.join(timeout=10)
         unstarted = [*self.dispatcher.take_pending(), *self.pool.drain_unstarted()]

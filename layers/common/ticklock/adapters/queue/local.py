@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ticklock.domain.jobs import Fire
+from ticklock.errors import QueueUnavailable
 
 log = logging.getLogger("ticklock.pool")
 _STOP = object()
@@ -54,12 +55,17 @@ class _Inbox:
         self._waiting = 0  # workers waiting for an item
         self._waking = 0  # of those, woken and not yet back: they count as coming for the items
         self._closed = False
+        self._refusing = False  # the producer's items are refused (the pool is stopping)
         threading.Thread(target=self._watch, name="ticklock-pool-watch", daemon=True).start()
 
     def put(self, item: object, *, bounded: bool = True) -> None:
+        """Append ``item``; ``bounded`` (the producer's items): wait while the queue is full, and raise
+        ``_Refused`` once ``refuse`` was called, waiting or not (a stop's own items are not bounded)."""
         with self._mutex:
-            while bounded and len(self._items) >= self.maxsize:
+            while bounded and len(self._items) >= self.maxsize and not self._refusing:
                 self._not_full.wait()
+            if bounded and self._refusing:
+                raise _Refused
             self._items.append(item)
             if not bounded or not (self._since or self._waking):  # a stop, or nobody runs or is coming
                 self._wake(1)
@@ -124,6 +130,12 @@ class _Inbox:
             if self._items and self._waiting:
                 self._stalled.notify()
 
+    def refuse(self) -> None:
+        """Take no more of the producer's items: a ``put`` waiting for room raises now, and every one after."""
+        with self._mutex:
+            self._refusing = True
+            self._not_full.notify_all()
+
     def close(self) -> None:
         with self._mutex:
             self._closed = True
@@ -155,6 +167,10 @@ class _Inbox:
 
 
 _EMPTY = object()
+
+
+class _Refused(Exception):
+    """``_Inbox.put`` of a producer's item after ``refuse``."""
 
 
 class WorkerPool:
@@ -216,9 +232,19 @@ class WorkerPool:
         self._queue.left(thread)
 
     def submit(self, fire: Fire) -> None:
-        if not self._accepting:
-            raise RuntimeError("the worker pool is shutting down")
-        self._queue.put(fire)
+        """Queue ``fire``, waiting while the queue is full; QueueUnavailable (with the fire) once the pool
+        stops taking fires (``close_intake``), even if this hand-over was waiting then: the dispatcher gives
+        such a fire back to the store, where it is due again."""
+        try:
+            self._queue.put(fire)
+        except _Refused:
+            raise QueueUnavailable("the worker pool is shutting down", [fire]) from None
+
+    def close_intake(self) -> None:
+        """Take no more fires (the first step of a stop): a hand-over blocked on the full queue ends now,
+        raising, instead of completing into a queue drained already, where no worker would run its fire."""
+        self._accepting = False
+        self._queue.refuse()
 
     def free_slots(self) -> int:
         # An idle worker takes a fire off the queue at once, so the room left in the queue is the room.
@@ -231,7 +257,7 @@ class WorkerPool:
         return self._queue.qsize()
 
     def drain_unstarted(self) -> Sequence[Fire]:
-        self._accepting = False
+        self.close_intake()
         fires: list[Fire] = []
         while (item := self._queue.get_nowait()) is not _EMPTY:
             if isinstance(item, Fire):
@@ -240,7 +266,7 @@ class WorkerPool:
 
     def stop(self, timeout: float) -> bool:
         """Let the workers finish what they run; True if every one returned within ``timeout``."""
-        self._accepting = False
+        self.close_intake()
         with self._mutex:
             threads = list(self._threads)
         for _ in threads:

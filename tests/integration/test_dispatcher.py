@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics
+from tests.support.waiting import wait_until
 from ticklock.adapters.queue.local import WorkerPool
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
@@ -113,6 +114,34 @@ def test_a_full_pool_blocks_the_dispatcher_instead_of_growing(sqlite: SQLiteStor
     assert len(dispatcher.take_pending()) == 10 - 2 - 3 - 1  # one more is in the blocked submit
     gate.set()
     releaser.join(5)
+    assert pool.stop(5)
+
+
+def test_a_hand_over_refused_by_a_stopping_pool_is_given_back_and_not_counted(sqlite: SQLiteStore) -> None:
+    clock = FakeClock()
+    jobs = [make_job(next_run_at=clock.now() - timedelta(milliseconds=i)) for i in range(3)]
+    sqlite.add_jobs(jobs)
+    gate, running = threading.Event(), threading.Event()
+
+    def blocked(fire: Fire) -> None:
+        running.set()
+        gate.wait(10)
+
+    pool = WorkerPool(blocked, workers=1, queue_size=1)
+    dispatcher = make_dispatcher(sqlite, pool, clock)
+    assert dispatcher.claim(clock.now())[0] == 3
+    stop, released = threading.Event(), []
+    releaser = threading.Thread(target=lambda: released.append(dispatcher.release_due(clock.now(), stop)))
+    releaser.start()
+    assert running.wait(5)
+    assert wait_until(lambda: pool.depth() == 1 and dispatcher.next_wake() is None)  # the third's hand-over waits
+    stop.set()
+    pool.close_intake()
+    releaser.join(5)
+    assert released == [2]  # one running, one queued; the third refused
+    claimed = [j.id for j in jobs if sqlite.get_job(j.id).lease is not None]
+    assert len(claimed) == 2 and jobs[0].id not in claimed  # the refused one (due last: jobs[0]) is given back
+    gate.set()
     assert pool.stop(5)
 
 

@@ -331,7 +331,9 @@ class FireQueue(Protocol):
     """Between the dispatcher and whatever runs fires: a bounded local pool, or SQS."""
 
     def submit(self, fire: Fire) -> None:
-        """Hand over a fire. Blocks while the queue is full (that is the backpressure)."""
+        """Hand over a fire. Blocks while the queue is full (that is the backpressure). Raises
+        QueueUnavailable naming the fires not handed over (a queue that cannot be reached, or a local pool
+        that is stopping: then even a hand-over that was waiting for room), for the caller to give back."""
         ...
 
     def free_slots(self) -> int:

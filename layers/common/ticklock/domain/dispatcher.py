@@ -120,12 +120,15 @@ class Dispatcher:
                     if not self._pending or self._pending[0][0] > now:
                         break
                     _, _, fire = heapq.heappop(self._pending)
+                released += 1  # before: the fires a refusal names are all counted, the one refused too
                 self.queue.submit(fire)
-                released += 1
             if released:
                 self.queue.flush()
         except QueueUnavailable as exc:
-            log.error("queue.unavailable", extra={"error": str(exc), "fires": len(exc.fires)})
+            if stop is not None and stop.is_set():  # a stopping pool refuses what is still handed over
+                log.info("queue.closed", extra={"given_back": len(exc.fires)})
+            else:
+                log.error("queue.unavailable", extra={"error": str(exc), "fires": len(exc.fires)})
             self.give_back(exc.fires)
             released -= len(exc.fires)
         return released

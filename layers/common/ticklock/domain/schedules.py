@@ -171,7 +171,7 @@ def _parse(expr: str) -> cron.CronExpr:
     return cron.parse(expr)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # a burst needs a few; each entry keeps its schedule (and parsed fields) alive
 def _next_cached(schedule: CronSchedule, after: int) -> tuple[int, int | None] | None:
     """``schedule._next(after)``, remembered: the jobs that share a schedule and fire together (a burst of
     ``0 0 * * * *`` jobs at the top of the hour) each ask for the same next instant as they advance, and a

@@ -120,7 +120,7 @@ class Dispatcher:
                     if not self._pending or self._pending[0][0] > now:
                         break
                     _, _, fire = heapq.heappop(self._pending)
-                released += 1  # before: the fires a refusal names are all counted, the one refused too
+                released += 1  # counted first: the fires a refusal names were all counted, the refused one too
                 self.queue.submit(fire)
             if released:
                 self.queue.flush()

@@ -55,16 +55,16 @@ class _Inbox:
         self._waiting = 0  # workers waiting for an item
         self._waking = 0  # of those, woken and not yet back: they count as coming for the items
         self._closed = False
-        self._refusing = False  # the producer's items are refused (the pool is stopping)
+        self.refusing = False  # the producer's items are refused (the pool is stopping); set by ``refuse``
         threading.Thread(target=self._watch, name="ticklock-pool-watch", daemon=True).start()
 
     def put(self, item: object, *, bounded: bool = True) -> None:
         """Append ``item``; ``bounded`` (the producer's items): wait while the queue is full, and raise
         ``_Refused`` once ``refuse`` was called, waiting or not (a stop's own items are not bounded)."""
         with self._mutex:
-            while bounded and len(self._items) >= self.maxsize and not self._refusing:
+            while bounded and len(self._items) >= self.maxsize and not self.refusing:
                 self._not_full.wait()
-            if bounded and self._refusing:
+            if bounded and self.refusing:
                 raise _Refused
             self._items.append(item)
             if not bounded or not (self._since or self._waking):  # a stop, or nobody runs or is coming
@@ -133,7 +133,7 @@ class _Inbox:
     def refuse(self) -> None:
         """Take no more of the producer's items: a ``put`` waiting for room raises now, and every one after."""
         with self._mutex:
-            self._refusing = True
+            self.refusing = True
             self._not_full.notify_all()
 
     def close(self) -> None:
@@ -203,7 +203,6 @@ class WorkerPool:
         self._queue = _Inbox(queue_size or 2 * workers, stall=stall, monotonic=monotonic)
         self._busy = 0
         self._mutex = threading.Lock()
-        self._accepting = True
         self.workers = workers
         self._names = itertools.count()
         self._threads: list[threading.Thread] = []
@@ -227,7 +226,7 @@ class WorkerPool:
             self._retired.add(thread)
             self._threads.remove(thread)
             self._busy -= 1
-            if self._accepting:
+            if not self._queue.refusing:  # no replacement once the pool stops taking fires
                 self._start_worker()
         self._queue.left(thread)
 
@@ -243,7 +242,6 @@ class WorkerPool:
     def close_intake(self) -> None:
         """Take no more fires (the first step of a stop): a hand-over blocked on the full queue ends now,
         raising, instead of completing into a queue drained already, where no worker would run its fire."""
-        self._accepting = False
         self._queue.refuse()
 
     def free_slots(self) -> int:

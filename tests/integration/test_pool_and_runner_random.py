@@ -63,7 +63,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ import pytest
 
 from tests.support.factories import make_job
 from tests.support.waiting import wait_until
+from ticklock.adapters.store.sqlite.rows import us
 from ticklock.clock import SystemClock, to_ms
 from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.domain.jobs import Fire, Job, Policy
@@ -94,14 +95,13 @@ MIXES: dict[str, list[tuple[str, int]]] = {
 MISSING = "random.missing"  # never registered: its fires are skipped as unknown_handler
 FINAL = {"success", "failed", "timeout"}
 FINAL_SKIPS = {"unknown_handler", "catchup_window_passed"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-FireId = tuple[str, int]  # (job id, scheduled time in microseconds since the epoch)
+FireId = tuple[str, int]  # (job id, scheduled time in microseconds since the epoch, as the SQLite store keeps it)
 
 
 def micros(moment: datetime) -> int:
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    value = us(moment)  # the store's own encoding of the column the fires are read back from
+    assert value is not None
+    return value
 
 
 class PlannedFailure(RuntimeError):

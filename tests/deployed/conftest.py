@@ -24,7 +24,7 @@ import pytest
 from botocore.config import Config
 
 from tests.support import servers
-from tests.support.fixtures import a_redis, ferretdb_on_sqlite
+from tests.support.fixtures import a_redis, ferretdb_on_postgresql
 
 REPO = Path(__file__).resolve().parents[2]
 SAM = REPO / ".cache" / "sam-venv" / "bin" / "sam"
@@ -85,16 +85,17 @@ def _deploy(endpoint: str, template: Path, workdir: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The deployed stack's store, FerretDB on SQLite (the poison test writes into its files), of its own:
-    the suite's, after the contract tests' databases, stalled for a minute under the burst of thirty runner
-    environments in the CI run of 2026-12-03 (and a FerretDB wedged by the stack would take the suite's
-    later tests with it)."""
-    yield from ferretdb_on_sqlite(tmp_path_factory, "ferretdb-deployed")
+def ferretdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The deployed stack's store, of its own: FerretDB on PostgreSQL (its URI, and the PostgreSQL URL
+    behind it, where the poison test puts its trigger). On FerretDB's SQLite backend, the suite's or one of
+    its own, the burst of thirty runner environments stalled the store for minutes in two CI runs of
+    2026-12-02 and 03 (runs stuck, reads timing out, the next test's store "not answering"): that backend
+    serialises its writers (README, "Testing against FerretDB")."""
+    yield from ferretdb_on_postgresql(tmp_path_factory, "ferretdb-deployed")
 
 
 @pytest.fixture(scope="module")
-def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
+def ferretdb_uri(ferretdb: tuple[str, str]) -> str:
     return ferretdb[0]
 
 

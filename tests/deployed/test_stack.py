@@ -6,16 +6,14 @@ target, and a duplicate fire message absorbed."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from botocore.credentials import Credentials
 
 from tests.deployed.conftest import PARAMETERS, REGION, Stack
 from tests.e2e.conftest import wait_for
+from tests.support import servers
 from tests.support.factories import make_job
 from ticklock.adapters.queue.sqs import decode_fire, encode_fire
 from ticklock.adapters.store.mongo import MongoStore
@@ -176,31 +175,43 @@ def test_a_duplicate_fire_message_is_absorbed(stack: Stack, ferretdb_uri: str) -
 
 
 @contextmanager
-def poisoned(ferretdb: tuple[str, Path], job_id: str) -> Iterator[None]:
-    """Every run of ``job_id`` fails to be recorded, as a store that rejects its write would: a trigger in
-    FerretDB's own SQLite file (FerretDB keeps a collection as a table of JSON documents) aborts the insert
-    of its RUNNING execution. The placeholder the runner writes when it gives a fire up (started and
-    deadline at one instant) is let through, so that the give-up can be seen in the store."""
-    _, data = ferretdb
-    db = sqlite3.connect(data / "deployed.sqlite", timeout=30)
+def poisoned(ferretdb: tuple[str, str], job_id: str) -> Iterator[None]:
+    """Every run of ``job_id`` fails to be recorded, as a store that rejects its write would: a trigger on
+    the table in which FerretDB keeps the ``executions`` collection (its JSONB documents, in PostgreSQL)
+    aborts the insert of its RUNNING execution. The placeholder the runner writes when it gives a fire up
+    (started and deadline at one instant) is let through, so that the give-up can be seen in the store."""
+    _, postgres = ferretdb
+    [table] = servers.psql(
+        postgres,
+        "SELECT _jsonb->>'table' FROM deployed._ferretdb_database_metadata WHERE _jsonb->>'_id' = 'executions'",
+    ).split()
+    assert all(c in "0123456789abcdef" for c in job_id) and table.replace("_", "").isalnum()  # safe in the SQL
+    doc = "NEW._jsonb"
+    servers.psql(
+        postgres,
+        f"""CREATE FUNCTION deployed.poison_{job_id}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF {doc}->>'job_id' = '{job_id}' AND {doc}->>'status' = 'running'
+                 AND ({doc}->'deadline_at') IS DISTINCT FROM ({doc}->'started_at') THEN
+                RAISE EXCEPTION 'this job''s executions cannot be written';
+              END IF;
+              RETURN NEW;
+            END $$;
+            CREATE TRIGGER poison_{job_id} BEFORE INSERT ON deployed."{table}"
+              FOR EACH ROW EXECUTE FUNCTION deployed.poison_{job_id}();""",
+    )
     try:
-        [(table,)] = db.execute("SELECT table_name FROM _ferretdb_collections WHERE name = 'executions'").fetchall()
-        assert all(c in "0123456789abcdef" for c in job_id)  # safe inside the trigger's text
-        doc = "NEW._ferretdb_sjson"
-        db.execute(
-            f'''CREATE TRIGGER poison_{job_id} BEFORE INSERT ON "{table}"
-               WHEN json_extract({doc}, '$.job_id') = '{job_id}' AND json_extract({doc}, '$.status') = 'running'
-                    AND json_extract({doc}, '$.deadline_at') != json_extract({doc}, '$.started_at')
-               BEGIN SELECT RAISE(ABORT, 'this job\'\'s executions cannot be written'); END'''
-        )
         yield
     finally:
-        db.execute(f"DROP TRIGGER IF EXISTS poison_{job_id}")
-        db.close()
+        servers.psql(
+            postgres,
+            f'DROP TRIGGER IF EXISTS poison_{job_id} ON deployed."{table}"; '
+            f"DROP FUNCTION IF EXISTS deployed.poison_{job_id}();",
+        )
 
 
 def test_a_poison_fire_is_dead_lettered_after_max_receive_count_with_its_execution_lost(
-    stack: Stack, ferretdb: tuple[str, Path]
+    stack: Stack, ferretdb: tuple[str, str]
 ) -> None:
     """A fire whose execution cannot be written fails in every delivery (the runner reports it in
     ``batchItemFailures``); on delivery ``MaxReceiveCount`` (3) the runner records it LOST and SQS moves
@@ -399,18 +410,20 @@ def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: St
 
     cfn = stack.client("cloudformation")
     deployed = cfn.describe_stacks(StackName="ticklock")["Stacks"][0]
-    try:
-        client.call("POST", "/jobs", body={"name": "before-rotation", "handler": "noop", "timeout": 5,
-                                           "schedule": {"kind": "interval", "seconds": 3600}})  # fmt: skip
-        secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}rotated")
-        new_environment()
-        wait_for(lambda: "before-rotation" not in names(), timeout=90, every=0.5)
-        assert names() <= {"system:alerts.scan"}  # the other database: only what a cold start seeds
-    finally:
-        secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
-        new_environment()
-    wait_for(lambda: "before-rotation" in names(), timeout=90, every=0.5)  # and back, by the same road
-    client.close()
+    # the client closed on every path: a socket left open is reported (ResourceWarning, an error here) in
+    # whichever later test the garbage collector happens to run
+    with closing(client):
+        try:
+            client.call("POST", "/jobs", body={"name": "before-rotation", "handler": "noop", "timeout": 5,
+                                               "schedule": {"kind": "interval", "seconds": 3600}})  # fmt: skip
+            secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}rotated")
+            new_environment()
+            wait_for(lambda: "before-rotation" not in names(), timeout=90, every=0.5)
+            assert names() <= {"system:alerts.scan"}  # the other database: only what a cold start seeds
+        finally:
+            secrets.put_secret_value(SecretId="ticklock/store-uri", SecretString=f"{ferretdb_uri}deployed")
+            new_environment()
+        wait_for(lambda: "before-rotation" in names(), timeout=90, every=0.5)  # and back, by the same road
     after = cfn.describe_stacks(StackName="ticklock")["Stacks"][0]
     # never updated: no redeploy
     assert (after["StackStatus"], after.get("LastUpdatedTime")) == (

@@ -60,14 +60,26 @@ def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
     return ferretdb[0]
 
 
+def ferretdb_on_postgresql(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[str, str]]:
+    """A FerretDB on PostgreSQL (a cluster of its own), started in folders named after ``name`` and
+    stopped after: its URI, and the PostgreSQL URL behind it (FerretDB keeps a database as a schema and a
+    collection as a table of JSONB documents)."""
+    postgres, postgres_url = servers.start_postgresql(tmp_path_factory.mktemp(f"{name}-postgresql"))
+    try:
+        server, uri = servers.start_ferretdb(tmp_path_factory.mktemp(name), postgresql_url=postgres_url)
+        try:
+            yield uri, postgres_url
+        finally:
+            server.stop()
+    finally:
+        postgres.stop()
+
+
 @pytest.fixture(scope="session")
 def ferretdb_pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """FerretDB on PostgreSQL: the faster, concurrent backend, for the replica tests."""
-    postgres, postgres_url = servers.start_postgresql(tmp_path_factory.mktemp("postgresql"))
-    server, uri = servers.start_ferretdb(tmp_path_factory.mktemp("ferretdb-pg"), postgresql_url=postgres_url)
-    yield uri
-    server.stop()
-    postgres.stop()
+    for uri, _ in ferretdb_on_postgresql(tmp_path_factory, "ferretdb-pg"):
+        yield uri
 
 
 @pytest.fixture(scope="session")

@@ -252,6 +252,17 @@ def start_postgresql(workdir: Path) -> tuple[Server, str]:
     raise RuntimeError(f"createdb failed: {done.stderr}")
 
 
+def psql(postgres_url: str, sql: str) -> str:
+    """``sql`` run by ``psql`` on the server at ``postgres_url`` (one of ``start_postgresql``'s), stopping at
+    the first error (raised with psql's message); what it printed, unaligned."""
+    url = postgres_url.split("?")[0]  # psql takes no pgx pool settings
+    argv = [str(_postgres_bindir() / "psql"), url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"psql failed: {done.stderr.strip()}")
+    return done.stdout
+
+
 def _postgres_bindir() -> Path:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
     if not found:

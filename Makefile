@@ -69,6 +69,7 @@ bench: $(BSTAMP) services
 	$(BIN)/python bench/fires.py --with-apscheduler
 	$(BIN)/python bench/api.py --clients 1,16,64
 	$(BIN)/python bench/tick.py --rate 3000 --seconds 30
+	$(BIN)/python bench/fire_path.py
 
 # The README's screenshots of the dashboard (docs/screenshots), taken by its browser test in Chromium
 screenshots: $(STAMP) services

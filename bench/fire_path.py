@@ -1,0 +1,186 @@
+"""The runner's path for a spread load, in one thread, beside its SQL floor (issue 15).
+
+Usage::
+
+    .venv/bin/python bench/fire_path.py [--stored 100000] [--fires 8000] [--batches 5,20] [--rounds 2]
+
+``--stored`` interval jobs (every 1 s, due a millisecond apart, as in ``bench/fires.py``'s (a)) in a fresh
+SQLite file. Each step moves an injected clock on by one batch's worth of milliseconds, claims what is due
+(the dispatcher's claim, by 100) and runs it in batches:
+
+* **engine**: ``TaskRunner.run_many`` as ``serve`` builds it (``build_runner``: the local lock, Prometheus
+  metrics, the default events and fire log, sync handlers inline), on the store's own claim;
+* **floor**: the same statements on the same schema, batches and commits (the claim's ``UPDATE ...
+  RETURNING``; each batch's execution INSERTs in one commit; the noop called; its executions' and jobs'
+  guarded UPDATEs, the run's summary included, in another), as plain tuples: no engine around them.
+
+CPU per fire is the thread's CPU over the steps (the claims included) / fires. The floor bounds what any
+rework of the engine's Python could reach with these writes; ``serve`` adds its threads' hand-overs on top
+(``bench/fires.py``). Rounds alternate the two, each on a fresh file. Nothing asserts here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stats import machine_speed
+
+from ticklock.adapters.lock.local import LocalLocker
+from ticklock.adapters.metrics.prometheus import PrometheusMetrics
+from ticklock.adapters.store.sqlite import SQLiteStore
+from ticklock.adapters.store.sqlite.fires import SUMMARY
+from ticklock.adapters.store.sqlite.rows import us
+from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS
+from ticklock.clock import FakeClock
+from ticklock.domain.handlers import Registry
+from ticklock.domain.ids import new_id
+from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.schedules import IntervalSchedule
+from ticklock.handlers.builtin import register
+from ticklock.runtimes.wiring import build_publisher, build_runner
+from ticklock.settings import Settings
+
+SLACK = timedelta(seconds=60)
+CLAIM = 100
+
+_INSERT = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
+_FINISH = (
+    "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
+    "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')"
+)
+_ADVANCE = (
+    "UPDATE jobs SET next_run_at=?, enabled=?, due_at=?, lease_token=NULL, lease_owner=NULL, "
+    f"lease_until=NULL, version=version+1, {SUMMARY} "
+    "WHERE id=? AND lease_token=? AND version=? AND trigger_at IS NULL AND backfill IS NULL"
+)
+_CLAIM = """UPDATE jobs SET lease_token = ?, lease_owner = ?,
+                lease_until = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?,
+                due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
+            WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
+            RETURNING id, handler, timeout, next_run_at, version, lease_token"""
+
+
+def seeded(stored: int) -> tuple[SQLiteStore, FakeClock, Path]:
+    folder = Path(tempfile.mkdtemp(prefix="ticklock-fire-path-"))
+    clock, store = FakeClock(), SQLiteStore(folder / "bench.db")
+    start, jobs = clock.now(), []
+    for i in range(stored):
+        due = start + timedelta(seconds=1 + (i % 1000) / 1000 + i // 1000)
+        jobs.append(Job(id=new_id(), name=f"j{i}", handler="noop", schedule=IntervalSchedule(1), payload={},
+                        timeout=10.0, max_retries=0, enabled=True, next_run_at=due, created_at=start,
+                        updated_at=start))  # fmt: skip
+        if len(jobs) == 10_000:
+            store.add_jobs(jobs)
+            jobs = []
+    if jobs:
+        store.add_jobs(jobs)
+    clock.advance(1)
+    return store, clock, folder
+
+
+def engine(stored: int, fires: int, batch: int) -> float:
+    store, clock, folder = seeded(stored)
+    settings = Settings.load(environ={}, plugins=())
+    metrics, registry = PrometheusMetrics(), Registry()
+    register(registry)
+    publisher = build_publisher(settings, metrics)
+    runner = build_runner(settings, store=store, locker=LocalLocker(clock), publisher=publisher, metrics=metrics,
+                          registry=registry, clock=clock, owner="bench", inline=True)  # fmt: skip
+    done, cpu = 0, 0.0
+    while done < fires:
+        clock.advance(batch / 1000)
+        now = clock.now()
+        started = time.thread_time()
+        jobs = store.claim_due(now=now, horizon=now, limit=CLAIM, owner="bench", slack=SLACK)
+        claimed = [Fire.of(job) for job in jobs]
+        for k in range(0, len(claimed), batch):
+            runner.run_many(claimed[k : k + batch])
+        runner.finish_deferred()
+        cpu += time.thread_time() - started
+        done += len(jobs)
+    runner.invoker.close()
+    store.close()
+    _remove(folder)
+    return cpu / done * 1e6
+
+
+def floor(stored: int, fires: int, batch: int) -> float:
+    store, clock, folder = seeded(stored)
+    conn: sqlite3.Connection = store._conn  # the store's own write connection and pragmas
+    noop: Callable[[object], None] = lambda ctx: None  # noqa: E731
+    now, done, cpu = us(clock.now()), 0, 0.0
+    assert now is not None
+    while done < fires:
+        now += batch * 1000
+        started = time.thread_time()
+        conn.execute("BEGIN IMMEDIATE")
+        rows = conn.execute(
+            _CLAIM, (uuid.uuid4().hex, "bench", now, 60_000_000, now, 60_000_000, now, CLAIM)
+        ).fetchall()
+        conn.execute("COMMIT")
+        for k in range(0, len(rows), batch):
+            part, runs = rows[k : k + batch], []
+            conn.execute("BEGIN IMMEDIATE")
+            for job_id, handler, timeout, slot, version, lease in part:
+                execution, token = new_id(), os.urandom(16).hex()
+                conn.execute(_INSERT, (execution, job_id, f"{job_id}:{slot}", handler, "schedule", slot, now,
+                                       now + int(timeout * 1e6), token, "bench", "running", 1, 0, None, None, None,
+                                       0.0, 0))  # fmt: skip
+                runs.append((execution, token, job_id, version, lease))
+            conn.execute("COMMIT")
+            for _ in part:
+                noop(None)
+            conn.execute("BEGIN IMMEDIATE")
+            ended, following = now + 100, now + 1_000_000
+            for execution, token, job_id, version, lease in runs:
+                conn.execute(_FINISH, ("success", 1, ended, 0.0001, None, execution, token))
+                conn.execute(_ADVANCE, (following, 1, following, 1, ended, "success", ended, ended, job_id, lease,
+                                        version))  # fmt: skip
+            conn.execute("COMMIT")
+        cpu += time.thread_time() - started
+        done += len(rows)
+    store.close()
+    _remove(folder)
+    return cpu / done * 1e6
+
+
+def _remove(folder: Path) -> None:
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stored", type=int, default=100_000)
+    parser.add_argument("--fires", type=int, default=8_000)
+    parser.add_argument("--batches", default="5,20", help="fires a batch, comma-separated")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    print(f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {platform.machine()}, "
+          f"{os.cpu_count()} cores; the machine's speed: {machine_speed():.2f} s (`machine_speed`)\n")  # fmt: skip
+    print("| batch | path | CPU per fire, each round | best |")
+    print("|---|---|---|---|")
+    for batch in (int(b) for b in args.batches.split(",")):
+        figures: dict[str, list[float]] = {"engine": [], "floor": []}
+        for _ in range(args.rounds):
+            figures["engine"].append(engine(args.stored, args.fires, batch))
+            figures["floor"].append(floor(args.stored, args.fires, batch))
+        for name, values in figures.items():
+            each = ", ".join(f"{v:.0f}" for v in values)
+            print(f"| {batch} | {name} | {each} µs | {min(values):.0f} µs |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,8 @@
 """template.yaml as deployed: built by `sam build` (the layer for this machine's architecture: the
 emulator runs the functions under its own x86_64 interpreter), deployed by `sam deploy` into MiniStack
 (tools/ministack, started by ``launch.py`` on loopback) with the parameters a user passes, its secrets
-naming the FerretDB store and the Redis lock the suite starts. The tests then talk to the deployed stack
-only: its API Gateway endpoint, its queues, its bus.
+naming a FerretDB store (on PostgreSQL) and a Redis lock started for this module alone. The tests then
+talk to the deployed stack only: its API Gateway endpoint, its queues, its bus.
 
 The stack's ``rate(1 minute)`` tick rule is sped up twelve-fold (``MS_RATE_DIVISOR``): each tick's loop
 still runs a minute, so loops overlap and the tick's lease decides, as it does when a tick runs late.

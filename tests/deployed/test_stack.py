@@ -181,10 +181,12 @@ def poisoned(ferretdb: tuple[str, str], job_id: str) -> Iterator[None]:
     aborts the insert of its RUNNING execution. The placeholder the runner writes when it gives a fire up
     (started and deadline at one instant) is let through, so that the give-up can be seen in the store."""
     _, postgres = ferretdb
-    [table] = servers.psql(
+    tables = servers.psql(
         postgres,
         "SELECT _jsonb->>'table' FROM deployed._ferretdb_database_metadata WHERE _jsonb->>'_id' = 'executions'",
     ).split()
+    assert len(tables) == 1, f"FerretDB's table of the executions collection, in its metadata: {tables}"
+    [table] = tables
     assert all(c in "0123456789abcdef" for c in job_id) and table.replace("_", "").isalnum()  # safe in the SQL
     doc = "NEW._jsonb"
     servers.psql(
@@ -398,7 +400,6 @@ def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: St
     themselves). The stack is not redeployed, and no variable changes."""
     secrets, lambdas = stack.client("secretsmanager"), stack.client("lambda")
     name = stack.outputs["ApiFunctionName"]
-    client = api(stack)
 
     def new_environment() -> None:
         # a change of memory size starts new environments (on AWS too); a description alone would not
@@ -412,7 +413,7 @@ def test_a_rotated_secret_reaches_a_new_environment_without_a_redeploy(stack: St
     deployed = cfn.describe_stacks(StackName="ticklock")["Stacks"][0]
     # the client closed on every path: a socket left open is reported (ResourceWarning, an error here) in
     # whichever later test the garbage collector happens to run
-    with closing(client):
+    with closing(api(stack)) as client:
         try:
             client.call("POST", "/jobs", body={"name": "before-rotation", "handler": "noop", "timeout": 5,
                                                "schedule": {"kind": "interval", "seconds": 3600}})  # fmt: skip

@@ -5,7 +5,7 @@ interval jobs every second for 70 s (1,000+ fires/s), tick -> SQS -> runners, on
 one tick loop handing over to the next "minute's" half-way, 30 runner environments fed by pollers that
 behave like Lambda's, 5 % of the handled messages sent again and 2 % of the batches delivered to two
 environments at once. The store is the embedded SQLite file (FerretDB manages ~190 fires/s on this
-machine: README, "Testing on FerretDB"; the function tests run the same code on FerretDB and Redis), the
+machine: README, "Testing against FerretDB"; the function tests run the same code on FerretDB and Redis), the
 locks are on Redis.
 
 Asserted: every fire ran exactly once, each job's fires follow its schedule, every job kept firing, the

@@ -18,7 +18,7 @@ from ticklock.ports import Store
 
 # FerretDB runs on both its backends: SQLite (as issue 3 asks) and PostgreSQL, which the replica tests
 # and the benchmark need (measured here: the SQLite backend manages ~220 updates/s and slows under
-# concurrency; see README "Testing on FerretDB").
+# concurrency; see README "Testing against FerretDB").
 STORES = ["sqlite", "ferretdb-sqlite", "ferretdb-postgresql"] + (["mongodb"] if os.environ.get("MONGODB_URI") else [])
 
 

@@ -73,7 +73,9 @@ class Server:
             if self.ready():
                 return
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not start: {self.log_path.read_text()[-2000:]}")
+        told = self.log_path.read_text()[-2000:]  # read before ``stop`` removes a cleanup folder holding it
+        self.stop()  # not left running behind the error (a FerretDB holding its PostgreSQL's connections)
+        raise RuntimeError(f"{self.name} did not start: {told}")
 
     @property
     def pid(self) -> int:

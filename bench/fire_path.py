@@ -10,9 +10,10 @@ SQLite file. Each step moves an injected clock on by one batch's worth of millis
 
 * **engine**: ``TaskRunner.run_many`` as ``serve`` builds it (``build_runner``: the local lock, Prometheus
   metrics, the default events and fire log, sync handlers inline), on the store's own claim;
-* **floor**: the same statements on the same schema, batches and commits (the claim's ``UPDATE ...
-  RETURNING``; each batch's execution INSERTs in one commit; the noop called; its executions' and jobs'
-  guarded UPDATEs, the run's summary included, in another), as plain tuples: no engine around them.
+* **floor**: the same statements (the store's own text: ``CLAIM``, ``START``, ``FINISH`` and
+  ``ADVANCE_COUNTED`` of its ``fires`` module) on the same schema, batches and commits (the claim; each
+  batch's execution INSERTs in one commit; the noop called; its executions' and jobs' guarded UPDATEs, the
+  run's summary included, in another), as plain tuples: no engine around them.
 
 CPU per fire is the thread's CPU over the steps (the claims included) / fires. The floor bounds what any
 rework of the engine's Python could reach with these writes; ``serve`` adds its threads' hand-overs on top
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -39,9 +41,8 @@ from _stats import machine_speed
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.adapters.store.sqlite.fires import SUMMARY
-from ticklock.adapters.store.sqlite.rows import us
-from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS
+from ticklock.adapters.store.sqlite.fires import ADVANCE_COUNTED, CLAIM, FINISH, START
+from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, us
 from ticklock.clock import FakeClock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.ids import new_id
@@ -52,23 +53,10 @@ from ticklock.runtimes.wiring import build_publisher, build_runner
 from ticklock.settings import Settings
 
 SLACK = timedelta(seconds=60)
-CLAIM = 100
+BY = 100  # jobs a claim takes at most (the dispatcher's default batch)
 
-_INSERT = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
-_FINISH = (
-    "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
-    "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')"
-)
-_ADVANCE = (
-    "UPDATE jobs SET next_run_at=?, enabled=?, due_at=?, lease_token=NULL, lease_owner=NULL, "
-    f"lease_until=NULL, version=version+1, {SUMMARY} "
-    "WHERE id=? AND lease_token=? AND version=? AND trigger_at IS NULL AND backfill IS NULL"
-)
-_CLAIM = """UPDATE jobs SET lease_token = ?, lease_owner = ?,
-                lease_until = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?,
-                due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
-            WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
-            RETURNING id, handler, timeout, next_run_at, version, lease_token"""
+# the claimed row's columns the floor uses, where the claim returns them
+_TAKEN = [JOB_COLUMN_NAMES.index(c) for c in ("id", "handler", "timeout", "next_run_at", "version", "lease_token")]
 
 
 def seeded(stored: int) -> tuple[SQLiteStore, FakeClock, Path]:
@@ -102,16 +90,15 @@ def engine(stored: int, fires: int, batch: int) -> float:
         clock.advance(batch / 1000)
         now = clock.now()
         started = time.thread_time()
-        jobs = store.claim_due(now=now, horizon=now, limit=CLAIM, owner="bench", slack=SLACK)
+        jobs = store.claim_due(now=now, horizon=now, limit=BY, owner="bench", slack=SLACK)
         claimed = [Fire.of(job) for job in jobs]
         for k in range(0, len(claimed), batch):
             runner.run_many(claimed[k : k + batch])
-        runner.finish_deferred()
         cpu += time.thread_time() - started
         done += len(jobs)
     runner.invoker.close()
     store.close()
-    _remove(folder)
+    shutil.rmtree(folder)
     return cpu / done * 1e6
 
 
@@ -125,18 +112,18 @@ def floor(stored: int, fires: int, batch: int) -> float:
         now += batch * 1000
         started = time.thread_time()
         conn.execute("BEGIN IMMEDIATE")
-        rows = conn.execute(
-            _CLAIM, (uuid.uuid4().hex, "bench", now, 60_000_000, now, 60_000_000, now, CLAIM)
-        ).fetchall()
+        claim = (uuid.uuid4().hex, "bench", now, 60_000_000, now, 60_000_000, now, BY)
+        rows = conn.execute(CLAIM, claim).fetchall()
         conn.execute("COMMIT")
         for k in range(0, len(rows), batch):
             part, runs = rows[k : k + batch], []
             conn.execute("BEGIN IMMEDIATE")
-            for job_id, handler, timeout, slot, version, lease in part:
+            for row in part:
+                job_id, handler, timeout, slot, version, lease = (row[i] for i in _TAKEN)
                 execution, token = new_id(), os.urandom(16).hex()
-                conn.execute(_INSERT, (execution, job_id, f"{job_id}:{slot}", handler, "schedule", slot, now,
-                                       now + int(timeout * 1e6), token, "bench", "running", 1, 0, None, None, None,
-                                       0.0, 0))  # fmt: skip
+                conn.execute(START, (execution, job_id, f"{job_id}:{slot}", handler, "schedule", slot, now,
+                                     now + int(timeout * 1e6), token, "bench", "running", 1, 0, None, None, None,
+                                     0.0, 0))  # fmt: skip
                 runs.append((execution, token, job_id, version, lease))
             conn.execute("COMMIT")
             for _ in part:
@@ -144,21 +131,15 @@ def floor(stored: int, fires: int, batch: int) -> float:
             conn.execute("BEGIN IMMEDIATE")
             ended, following = now + 100, now + 1_000_000
             for execution, token, job_id, version, lease in runs:
-                conn.execute(_FINISH, ("success", 1, ended, 0.0001, None, execution, token))
-                conn.execute(_ADVANCE, (following, 1, following, 1, ended, "success", ended, ended, job_id, lease,
-                                        version))  # fmt: skip
+                conn.execute(FINISH, ("success", 1, ended, 0.0001, None, execution, token))
+                counted = (1, ended, "success", ended, ended)  # runs_ok and the last run, as ``_summary_values``
+                conn.execute(ADVANCE_COUNTED, (following, 1, following, *counted, job_id, lease, version))
             conn.execute("COMMIT")
         cpu += time.thread_time() - started
         done += len(rows)
     store.close()
-    _remove(folder)
+    shutil.rmtree(folder)
     return cpu / done * 1e6
-
-
-def _remove(folder: Path) -> None:
-    for path in folder.iterdir():
-        path.unlink()
-    folder.rmdir()
 
 
 def main() -> None:

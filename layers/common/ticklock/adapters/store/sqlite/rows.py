@@ -18,9 +18,20 @@ from ticklock.adapters.records import (
     execution_record,
     job_from_record,
     job_record,
+    open_alerts_from,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
-from ticklock.domain.jobs import AlertRules, Backfill, Execution, Hold, Job, Policy
+from ticklock.domain.jobs import (
+    AlertRules,
+    Backfill,
+    Execution,
+    ExecutionStatus,
+    Hold,
+    Job,
+    Lease,
+    Policy,
+    RunSummary,
+)
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
 
@@ -48,6 +59,12 @@ def utc_now() -> datetime:
 
 MICROS = Times(us, from_us)
 JOB_COLUMN_NAMES = tuple(c.strip() for c in JOB_COLUMNS.split(","))
+# the order ``job_from_row`` unpacks a row in
+assert JOB_COLUMN_NAMES == (
+    "id", "name", "handler", "schedule", "payload", "timeout", "max_retries", "enabled", "next_run_at", "trigger_at",
+    "due_at", "lease_token", "lease_owner", "lease_until", "version", "created_at", "updated_at", "disabled_reason",
+    "policy", "hold", "alerts", "open_alerts", "backfill", "last_status", "last_at", "runs", "runs_ok",
+), JOB_COLUMN_NAMES  # fmt: skip
 _in_column_order = itemgetter(*JOB_COLUMN_NAMES)
 DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's definition rewrites
 
@@ -89,6 +106,45 @@ def schedule_from_text(text: str) -> Schedule:
 
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
+    """The job a row holds (its columns in ``JOB_COLUMNS``' order). What ``job_from_record`` makes of the
+    row's record (``job_from_record_row`` below, kept as its check in the tests), read by position: every
+    claim decodes each job it takes, and the record's dict and keyword call were half of that."""
+    (
+        job_id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, _due_at,
+        lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold,
+        alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok,
+    ) = row  # fmt: skip
+    return Job(
+        job_id,
+        name,
+        handler,
+        schedule_from_text(schedule),
+        {} if payload == "{}" else json.loads(payload),
+        float(timeout),
+        int(max_retries),
+        bool(enabled),
+        None if next_run_at is None else _EPOCH + timedelta(microseconds=next_run_at),
+        _EPOCH + timedelta(microseconds=created_at),
+        _EPOCH + timedelta(microseconds=updated_at),
+        int(version),
+        None if trigger_at is None else _EPOCH + timedelta(microseconds=trigger_at),
+        Lease(lease_token, lease_owner, _EPOCH + timedelta(microseconds=lease_until)) if lease_token else None,
+        disabled_reason,
+        policy_from_text(policy),
+        hold_from_text(hold) if hold else None,
+        alerts_from_text(alerts) if alerts else None,
+        open_alerts_from(open_alerts),
+        Backfill.from_dict(json.loads(backfill)) if backfill else None,
+        None if last_status is None or last_at is None else _run(last_status, last_at, runs, runs_ok),
+    )
+
+
+def _run(status: str, at: int, runs: int | None, ok: int | None) -> RunSummary:
+    return RunSummary(ExecutionStatus(status), _EPOCH + timedelta(microseconds=at), int(runs or 0), int(ok or 0))
+
+
+def job_from_record_row(row: tuple[Any, ...]) -> Job:
+    """The same job as ``job_from_row``, through the shared record every store reads."""
     record = dict(zip(JOB_COLUMN_NAMES, row, strict=True))
     return job_from_record(
         record,

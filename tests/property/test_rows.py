@@ -1,0 +1,74 @@
+"""The SQLite store reads a job's row by position (``job_from_row``, in every claim's hot path): checked
+against reading the same row through the shared record every store reads (``job_from_record``), on jobs
+with any mix of their optional fields set, and against the job the row was written from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ticklock.adapters.store.sqlite.rows import job_from_record_row, job_from_row, job_row
+from ticklock.domain.jobs import (
+    AlertRules,
+    Backfill,
+    ExecutionStatus,
+    Hold,
+    HoldKind,
+    Job,
+    Lease,
+    Policy,
+    RunSummary,
+)
+from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
+
+AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
+moments = st.integers(-(10**9), 10**9).map(lambda us: AT + timedelta(microseconds=us * 997))
+maybe = st.none() | moments
+texts = st.text(max_size=12)
+payloads = st.sampled_from([{}, {"a": 1}, {"é": [1, -0.0, {"x": None}]}, {"n": "{}"}])
+schedules = st.sampled_from(
+    [IntervalSchedule(1), IntervalSchedule(3600), CronSchedule("0 30 2 * * *", "Europe/Paris"), OnceSchedule(AT)]
+)
+holds = st.sampled_from(
+    [None, Hold(HoldKind.PAUSE, AT, note="n", until=AT + timedelta(hours=1), skipped_from=AT, resumes_at=AT)]
+)
+alerts = st.sampled_from([None, AlertRules(late_after=30.0, failures_in_a_row=3, email="a@example.com")])
+backfills = st.sampled_from([None, Backfill(AT - timedelta(days=2), AT - timedelta(days=1), AT)])
+statuses = st.sampled_from(list(ExecutionStatus))
+runs = st.none() | st.builds(RunSummary, statuses, moments, st.integers(0, 9), st.integers(0, 9))
+leases = st.none() | st.builds(Lease, texts.filter(bool), texts, moments)
+jobs = st.builds(
+    Job,
+    id=texts,
+    name=texts,
+    handler=texts,
+    schedule=schedules,
+    payload=payloads,
+    timeout=st.floats(0.001, 86_400),
+    max_retries=st.integers(0, 10),
+    enabled=st.booleans(),
+    next_run_at=maybe,
+    created_at=moments,
+    updated_at=moments,
+    version=st.integers(1, 10**6),
+    trigger_at=maybe,
+    lease=leases,
+    disabled_reason=st.none() | texts,
+    policy=st.sampled_from([Policy(), Policy(catchup_window=7.5)]),
+    hold=holds,
+    alerts=alerts,
+    open_alerts=st.sampled_from([{}, {"late": {"since": AT.isoformat()}}]),
+    backfill=backfills,
+    last_run=runs,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(job=jobs, now=moments)
+def test_a_row_reads_back_the_same_by_position_and_by_record(job: Job, now: datetime) -> None:
+    row = job_row(job, now)
+    by_position, by_record = job_from_row(row), job_from_record_row(row)
+    assert by_position == by_record == job
+    assert type(by_position.payload) is dict and by_position.payload is not job.payload  # a fresh dict each read

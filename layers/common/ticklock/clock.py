@@ -20,6 +20,9 @@ class Clock(Protocol):
         ...
 
 
+_from_timestamp = datetime.fromtimestamp
+
+
 def to_ms(moment: datetime) -> datetime:
     """ticklock keeps time in whole milliseconds, the precision every store (BSON dates) can hold."""
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
@@ -29,7 +32,11 @@ class SystemClock:
     """The wall clock, in milliseconds."""
 
     def now(self) -> datetime:
-        return to_ms(datetime.now(UTC))
+        # the whole milliseconds straight from the clock's integer nanoseconds: 1.1 us against 3.2 for
+        # ``to_ms(datetime.now(UTC))`` (``replace`` with a keyword is the slow part), and a fire reads the
+        # clock three or four times. Exact: ms / 1000 as a float is within half a microsecond of the
+        # instant until 2106, and ``fromtimestamp`` rounds to the nearest microsecond
+        return _from_timestamp(time.time_ns() // 1_000_000 / 1000, UTC)
 
     def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
         if seconds <= 0:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ticklock import clock as clock_module
 from ticklock.clock import SystemClock, to_ms
 
 
@@ -25,6 +25,6 @@ def test_the_system_clock_is_the_wall_clock_in_whole_milliseconds() -> None:
 def test_the_system_clock_reads_any_millisecond_exactly(ms: int, ns: int) -> None:
     # through 2100 (4_102_444_799_999 is its last millisecond), wherever in the millisecond the clock is
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(clock_module.time, "time_ns", lambda: ms * 1_000_000 + ns)
+        patch.setattr(time, "time_ns", lambda: ms * 1_000_000 + ns)
         now = SystemClock().now()
     assert now == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)

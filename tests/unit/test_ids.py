@@ -66,3 +66,25 @@ def test_a_forked_child_draws_ids_of_its_own() -> None:
     ours = new_id()
     assert len(theirs) == 32
     assert theirs[12:] != ours[12:]
+
+
+def test_tokens_are_24_hex_digits_and_never_repeat_across_threads() -> None:
+    import threading
+
+    from ticklock.domain.ids import new_token
+
+    made: list[list[str]] = [[] for _ in range(8)]
+
+    def make(into: list[str]) -> None:
+        for _ in range(5000):
+            into.append(new_token())
+            new_id()  # ids drawn from the same pool between tokens
+
+    threads = [threading.Thread(target=make, args=(bucket,)) for bucket in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    tokens = [t for bucket in made for t in bucket]
+    assert all(len(t) == 24 and int(t, 16) >= 0 for t in tokens)
+    assert len(set(tokens)) == len(tokens) == 40_000

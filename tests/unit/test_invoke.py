@@ -309,6 +309,28 @@ def test_handler_context_remaining_is_never_negative(ctx_factory: CtxFactory) ->
     assert ctx_factory(seconds=-5).remaining() == 0.0
 
 
+def test_a_contexts_cancelled_is_one_event_whichever_threads_ask_first(ctx_factory: CtxFactory) -> None:
+    # made on first use: threads asking at once all get the same event, so a set() is seen by every waiter
+    for _ in range(50):
+        ctx, seen = ctx_factory(), list[threading.Event]()
+        start = threading.Barrier(8)
+
+        def ask(
+            ctx: HandlerContext = ctx, seen: list[threading.Event] = seen, start: threading.Barrier = start
+        ) -> None:
+            start.wait()
+            seen.append(ctx.cancelled)
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(seen) == 8 and all(event is seen[0] for event in seen) and ctx.cancelled is seen[0]
+        seen[0].set()
+        assert ctx.cancelled.is_set()
+
+
 # -- inline (sync handlers on the caller's thread, a watchdog keeping the deadline) -------------------------
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ticklock.errors import ConfigError, DuplicateHandler
 
 HandlerFunc = Callable[["HandlerContext"], Any] | Callable[["HandlerContext"], Awaitable[Any]]
+_MAKING = threading.Lock()  # a context's ``cancelled`` is made once, whichever thread asks first
 
 
 class FireLogger(logging.LoggerAdapter[logging.Logger]):
@@ -46,7 +47,19 @@ class HandlerContext:
     deadline: datetime
     logger: logging.LoggerAdapter[logging.Logger]
     now: Callable[[], datetime]
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    _cancelled: threading.Event | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the deadline passes or the service shuts down. Made on first use (by the handler or by
+        whoever tells it to stop), once: an ``Event`` is a lock and a condition, and most handlers never ask."""
+        event = self._cancelled
+        if event is None:
+            with _MAKING:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                event = self._cancelled
+        return event
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""

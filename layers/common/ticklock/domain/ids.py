@@ -27,6 +27,12 @@ def new_id() -> str:
     return f"{value:032x}"
 
 
+def new_token() -> str:
+    """A fresh opaque token (a run's, a lock's): 96 random bits as 24 hex digits, from the same per-thread
+    pool as ``new_id`` (0.5 us against its 2.5: no clock, no bit layout)."""
+    return _random(12).hex()
+
+
 def _random(size: int) -> bytes:
     """``size`` bytes from the OS's random source, read ``_POOL`` at a time by each thread: a system call per
     id was 8 % of creating a job in a batch. Each thread's pool is its own: no two ids share bytes."""

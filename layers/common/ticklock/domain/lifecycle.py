@@ -38,7 +38,7 @@ from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
-from ticklock.domain.ids import new_id
+from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Job, Overlap, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
@@ -663,7 +663,7 @@ class TaskRunner:
             scheduled_at=fire.scheduled_at,
             started_at=now,
             deadline_at=now + timedelta(seconds=job.timeout),
-            run_token=new_id(),  # unique (74 random bits) and cheap: uuid4 makes a system call each
+            run_token=new_token(),  # unique (96 random bits) and cheap: uuid4 makes a system call each
             owner=self.owner,
             jitter=fire.jitter,
             detached=detached,

@@ -6,7 +6,7 @@ import threading
 from datetime import datetime, timedelta
 
 from ticklock.clock import Clock, SystemClock
-from ticklock.domain.ids import new_id
+from ticklock.domain.ids import new_token
 
 
 class LocalLocker:
@@ -19,7 +19,7 @@ class LocalLocker:
 
     def acquire(self, key: str, ttl: float) -> str | None:
         now = self._clock.now()
-        token = new_id()  # unique, from a per-thread pool of random bytes: no system call (uuid4 made one)
+        token = new_token()  # unique, from a per-thread pool of random bytes: no system call (uuid4 made one)
         with self._mutex:
             current = self._held.get(key)
             if current is not None and current[1] > now:

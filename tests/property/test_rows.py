@@ -1,6 +1,7 @@
-"""The SQLite store reads a job's row by position (``job_from_row``, in every claim's hot path): checked
-against reading the same row through the shared record every store reads (``job_from_record``), on jobs
-with any mix of their optional fields set, and against the job the row was written from."""
+"""The SQLite store reads a job's row by position (``job_from_row``, in every claim's hot path), and
+writes an execution's row in column order (``execution_row``, every fire's record): checked against the
+shared records every store reads and writes (``job_from_record``, ``execution_record``), on jobs and
+executions with any mix of their optional fields set, and against what was written."""
 
 from __future__ import annotations
 
@@ -9,17 +10,29 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ticklock.adapters.store.sqlite.rows import job_from_record_row, job_from_row, job_row
+from ticklock.adapters.records import EXECUTION_FIELDS, execution_record
+from ticklock.adapters.store.sqlite.fires import fast_advance
+from ticklock.adapters.store.sqlite.rows import (
+    MICROS,
+    execution_from_row,
+    execution_row,
+    job_from_record_row,
+    job_from_row,
+    job_row,
+)
 from ticklock.domain.jobs import (
     AlertRules,
     Backfill,
+    Execution,
     ExecutionStatus,
+    Fire,
     Hold,
     HoldKind,
     Job,
     Lease,
     Policy,
     RunSummary,
+    Trigger,
 )
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
 
@@ -56,7 +69,7 @@ jobs = st.builds(
     trigger_at=maybe,
     lease=leases,
     disabled_reason=st.none() | texts,
-    policy=st.sampled_from([Policy(), Policy(catchup_window=7.5)]),
+    policy=st.sampled_from([Policy(), Policy(catchup_window=7.5), Policy(max_jitter=30.0)]),
     hold=holds,
     alerts=alerts,
     open_alerts=st.sampled_from([{}, {"late": {"since": AT.isoformat()}}]),
@@ -72,3 +85,43 @@ def test_a_row_reads_back_the_same_by_position_and_by_record(job: Job, now: date
     by_position, by_record = job_from_row(row), job_from_record_row(row)
     assert by_position == by_record == job
     assert type(by_position.payload) is dict and by_position.payload is not job.payload  # a fresh dict each read
+
+
+executions = st.builds(
+    Execution,
+    id=texts,
+    job_id=texts,
+    fire_key=texts,
+    handler=texts,
+    trigger=st.sampled_from(list(Trigger)),
+    scheduled_at=moments,
+    started_at=moments,
+    deadline_at=moments,
+    run_token=texts,
+    owner=texts,
+    status=statuses,
+    attempts=st.integers(0, 10),
+    resumes=st.integers(0, 10),
+    finished_at=maybe,
+    duration=st.none() | st.floats(0, 86_400),
+    error=st.none() | texts,
+    jitter=st.floats(0, 60),
+    detached=st.booleans(),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(execution=executions)
+def test_an_execution_row_holds_its_record_in_column_order(execution: Execution) -> None:
+    record = execution_record(execution, MICROS)
+    assert execution_row(execution) == tuple(record[c] for c in EXECUTION_FIELDS)
+    assert execution_from_row(execution_row(execution)) == execution
+
+
+@settings(max_examples=400, deadline=None)
+@given(job=jobs, next_run_at=maybe, now=moments)
+def test_the_fast_advance_is_what_the_advanced_job_holds(job: Job, next_run_at: datetime | None, now: datetime) -> None:
+    job = job.with_changes(trigger_at=None, backfill=None, lease=Lease("tok", "me", now + timedelta(seconds=60)))
+    fire = Fire(job, job.next_run_at or now, Trigger.SCHEDULE, "tok")
+    advanced = job.advanced(fire, next_run_at)
+    assert fast_advance(job, next_run_at) == (advanced.enabled, advanced.due_at(now))

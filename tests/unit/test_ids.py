@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from ticklock.domain.ids import new_id
 
@@ -30,20 +32,19 @@ def test_ids_sort_by_the_millisecond_and_never_repeat() -> None:
     assert sorted(made, key=lambda i: i[:12]) == made
 
 
-def test_ids_made_in_threads_at_once_never_repeat() -> None:
-    import threading
-
-    made: list[list[str]] = [[] for _ in range(8)]
-
-    def make(into: list[str]) -> None:
-        into.extend(new_id() for _ in range(5000))
-
-    threads = [threading.Thread(target=make, args=(bucket,)) for bucket in made]
-    for thread in threads:
+def made_in_threads(make: Callable[[], str], threads: int, each: int) -> list[str]:
+    """``each`` values made by ``make`` on each of ``threads`` threads running at once."""
+    made: list[list[str]] = [[] for _ in range(threads)]
+    running = [threading.Thread(target=lambda into=bucket: into.extend(make() for _ in range(each))) for bucket in made]
+    for thread in running:
         thread.start()
-    for thread in threads:
+    for thread in running:
         thread.join()
-    every = [i for bucket in made for i in bucket]
+    return [value for bucket in made for value in bucket]
+
+
+def test_ids_made_in_threads_at_once_never_repeat() -> None:
+    every = made_in_threads(new_id, 8, 5000)
     assert len(set(every)) == len(every) == 40_000
     assert len({i[12:] for i in every}) == len(every)  # the random parts alone differ too
 
@@ -69,22 +70,13 @@ def test_a_forked_child_draws_ids_of_its_own() -> None:
 
 
 def test_tokens_are_24_hex_digits_and_never_repeat_across_threads() -> None:
-    import threading
-
     from ticklock.domain.ids import new_token
 
-    made: list[list[str]] = [[] for _ in range(8)]
+    def token() -> str:
+        made = new_token()
+        new_id()  # ids drawn from the same pool between tokens
+        return made
 
-    def make(into: list[str]) -> None:
-        for _ in range(5000):
-            into.append(new_token())
-            new_id()  # ids drawn from the same pool between tokens
-
-    threads = [threading.Thread(target=make, args=(bucket,)) for bucket in made]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    tokens = [t for bucket in made for t in bucket]
+    tokens = made_in_threads(token, 8, 5000)
     assert all(len(t) == 24 and int(t, 16) >= 0 for t in tokens)
     assert len(set(tokens)) == len(tokens) == 40_000

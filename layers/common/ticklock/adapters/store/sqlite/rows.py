@@ -122,24 +122,24 @@ def job_from_row(row: tuple[Any, ...]) -> Job:
         float(timeout),
         int(max_retries),
         bool(enabled),
-        None if next_run_at is None else _EPOCH + timedelta(microseconds=next_run_at),
-        _EPOCH + timedelta(microseconds=created_at),
-        _EPOCH + timedelta(microseconds=updated_at),
+        None if next_run_at is None else from_us(next_run_at),
+        from_us(created_at),
+        from_us(updated_at),
         int(version),
-        None if trigger_at is None else _EPOCH + timedelta(microseconds=trigger_at),
-        Lease(lease_token, lease_owner, _EPOCH + timedelta(microseconds=lease_until)) if lease_token else None,
+        None if trigger_at is None else from_us(trigger_at),
+        Lease(lease_token, lease_owner, from_us(lease_until)) if lease_token else None,
         disabled_reason,
         policy_from_text(policy),
-        hold_from_text(hold) if hold else None,
-        alerts_from_text(alerts) if alerts else None,
+        hold_from_text(hold),
+        alerts_from_text(alerts),
         open_alerts_from(open_alerts),
-        Backfill.from_dict(json.loads(backfill)) if backfill else None,
+        backfill_from_text(backfill),
         None if last_status is None or last_at is None else _run(last_status, last_at, runs, runs_ok),
     )
 
 
 def _run(status: str, at: int, runs: int | None, ok: int | None) -> RunSummary:
-    return RunSummary(ExecutionStatus(status), _EPOCH + timedelta(microseconds=at), int(runs or 0), int(ok or 0))
+    return RunSummary(ExecutionStatus(status), from_us(at), int(runs or 0), int(ok or 0))
 
 
 def job_from_record_row(row: tuple[Any, ...]) -> Job:
@@ -153,12 +153,16 @@ def job_from_record_row(row: tuple[Any, ...]) -> Job:
         policy=policy_from_text,
         hold=hold_from_text,
         alerts=alerts_from_text,
-        backfill=lambda text: Backfill.from_dict(json.loads(text)) if text else None,
+        backfill=backfill_from_text,
     )
 
 
 def alerts_from_text(text: str | None) -> AlertRules | None:
     return AlertRules.from_dict(json.loads(text)) if text else None
+
+
+def backfill_from_text(text: str | None) -> Backfill | None:
+    return Backfill.from_dict(json.loads(text)) if text else None
 
 
 def hold_from_text(text: str | None) -> Hold | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,55 @@ def test_alerts_from_ticklock_serve_reach_a_webhook_and_smtp_raised_and_cleared_
         assert box.mails[0]["To"] == "ops@example.org"
         assert serve.client.get("/alerts").json()["items"] == []
         assert serve.terminate() == 0
+
+
+def test_a_quick_handler_that_hangs_on_the_dispatchers_thread_does_not_hold_up_the_other_jobs(
+    start: Callable[..., Serve], tmp_path: Path
+) -> None:
+    # serve runs a hand-over of a few quick fires on the dispatcher's own thread. Jobs of a handler that is
+    # quick (it returns at once while the gate file is absent), their fires spread over each second by
+    # jitter, run there; then the gate is opened and the next of them sleeps 6 s past nothing (its
+    # deadline is 60 s). The dispatcher is relieved within a fraction of a second, and jobs due every
+    # second keep starting on time meanwhile: all but a fire that shared the held-up run's batch (it waits
+    # behind it, as in a worker's batch), whose job then waits for it. The held-up thread ends after its run.
+    serve = start()
+    gate = tmp_path / "gate"
+    spread = {"max_jitter": 0.9}
+    witnesses = [
+        serve.create(name=f"witness-{i}", handler="noop", schedule={"kind": "interval", "seconds": 1}, policy=spread)
+        for i in range(4)
+    ]
+    gated = [
+        serve.create(
+            name=f"gated-{i}",
+            handler="test.gated",
+            schedule={"kind": "interval", "seconds": 1},
+            timeout=60,
+            payload={"gate": str(gate), "seconds": 6},
+            policy=spread,
+        )
+        for i in range(8)
+    ]
+
+    def quick_runs() -> int:
+        return sum(len([e for e in final(serve, job["id"]) if e["status"] == "success"]) for job in gated)
+
+    wait_for(lambda: quick_runs() >= 40, timeout=60)  # the handler counts as quick after 20 quick runs
+    gate.touch()
+    opened = time.time()
+    wait_for(lambda: '"event": "dispatcher.relieved"' in serve.log(), timeout=10)
+    time.sleep(3)
+    gate.unlink()
+    on_time = 0
+    for witness in witnesses:
+        lags = [
+            e["lag"]
+            for e in serve.executions(witness["id"])
+            if datetime.fromisoformat(e["scheduled_at"]).timestamp() > opened
+        ]
+        on_time += len(lags) >= 2 and max(lags) < 1.0
+    assert on_time >= 3, "the jobs went on starting on time while a run held the old dispatcher's thread"
+    wait_for(
+        lambda: '"event": "dispatcher.superseded"' in serve.log(), timeout=20
+    )  # the held-up thread ended after its run
+    assert serve.terminate() == 0

@@ -278,3 +278,164 @@ def test_a_batch_with_fires_queued_behind_it_defers_and_what_waits_is_written_wh
     ]
     assert pool.stop(5)
     assert calls[6:] == [("finish_deferred",)]  # and as the worker leaves
+
+
+# -- caller_runs: a hand-over of a few quick fires runs on the caller's own thread ---------------------------
+class Recorder:
+    """``run`` and ``run_many`` for a pool, recording which thread ran which fires; ``gate`` holds up the
+    fires named ``hangs`` until set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str], threading.Thread]] = []
+        self.busy_seen: list[int] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.pool: WorkerPool | None = None
+
+    def run(self, given: Fire) -> None:
+        self._ran("alone", [given])
+
+    def run_many(self, batch: list[Fire], *, defer: bool) -> None:
+        self._ran("batch", batch)
+
+    def _ran(self, how: str, batch: list[Fire]) -> None:
+        assert self.pool is not None
+        self.busy_seen.append(self.pool.busy())
+        self.calls.append((how, [f.job.name for f in batch], threading.current_thread()))
+        if any(f.job.name == "hangs" for f in batch):
+            self.entered.set()
+            self.gate.wait(10)
+
+
+def hand_over(pool: WorkerPool, name: str) -> None:
+    """What the dispatcher does with one due fire: hand it over, then flush."""
+    pool.submit(fire(name))
+    pool.flush()
+
+
+def caller_pool(recorder: Recorder, **options: object) -> WorkerPool:
+    pool = WorkerPool(
+        recorder.run, workers=2, queue_size=64, run_many=recorder.run_many,
+        batchable=lambda f: not f.job.name.startswith("slow"), caller_runs=True, **options,  # type: ignore[arg-type]
+    )  # fmt: skip
+    recorder.pool = pool
+    return pool
+
+
+def test_a_few_quick_fires_into_an_empty_queue_run_on_the_callers_thread_at_flush() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder)
+    me = threading.current_thread()
+    handed = fires(5)
+    for each in handed:
+        pool.submit(each)
+    assert recorder.calls == [] and pool.depth() == 0  # held for the flush, not queued: no worker woken
+    pool.flush()
+    assert [(how, names, thread) for how, names, thread in recorder.calls] == [
+        ("batch", [f.job.name for f in handed], me)
+    ]
+    assert recorder.busy_seen == [1]  # counted as busy while it ran
+    assert pool.busy() == 0
+    pool.flush()  # nothing held: nothing runs
+    assert len(recorder.calls) == 1
+    assert pool.stop(5)
+
+
+def test_a_hand_over_of_more_than_a_batch_or_of_a_slow_fire_goes_to_the_workers_in_order() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder, batch=4)
+    me = threading.current_thread()
+    many = fires(6)  # more than a batch of 4: those held go into the queue first, then the rest
+    for each in many:
+        pool.submit(each)
+    pool.flush()
+    assert wait_until(lambda: sum(len(names) for _, names, _ in recorder.calls) == 6, timeout=5)
+    assert [name for _, names, _ in recorder.calls for name in names] == [f.job.name for f in many]
+    assert all(thread is not me for _, _, thread in recorder.calls)
+    recorder.calls.clear()
+    mixed = [fire("quick-1"), fire("slow-2"), fire("quick-3")]
+    for each in mixed:
+        pool.submit(each)
+    pool.flush()
+    assert wait_until(lambda: sum(len(names) for _, names, _ in recorder.calls) == 3, timeout=5)
+    assert [name for _, names, _ in recorder.calls for name in names] == ["quick-1", "slow-2", "quick-3"]
+    assert all(thread is not me for _, _, thread in recorder.calls)
+    assert pool.stop(5)
+
+
+def test_a_caller_held_up_by_its_run_is_relieved_once_and_its_handlers_fires_go_to_the_workers_meanwhile() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder, relieve_after=0.05)
+    relieved: list[threading.Thread] = []
+    pool.on_relieve = relieved.append
+    caller = threading.Thread(target=hand_over, args=(pool, "hangs"), name="the-dispatcher")
+    caller.start()
+    try:
+        assert recorder.entered.wait(5)
+        assert wait_until(lambda: relieved == [caller], timeout=5)  # reported once, with the caller's thread
+        assert pool.running_caller(caller)
+        # the relieved run's handler: its next fires are the workers' while that run lasts
+        pool.submit(fire("later"))  # every fire here has the one handler (noop)
+        pool.flush()
+        assert wait_until(lambda: any(names == ["later"] for _, names, _ in recorder.calls), timeout=5)
+        [(_, _, ran_on)] = [c for c in recorder.calls if c[1] == ["later"]]
+        assert ran_on is not threading.current_thread() and ran_on is not caller
+        time.sleep(0.2)
+        assert relieved == [caller]  # once
+    finally:
+        recorder.gate.set()
+    caller.join(5)
+    assert not pool.running_caller(caller) and pool.busy() == 0
+    pool.submit(fire("again"))
+    pool.flush()  # the run is over: its handler's fires are the caller's again
+    assert recorder.calls[-1][1:] == (["again"], threading.current_thread())
+    assert pool.stop(5)
+
+
+def test_held_fires_are_handed_back_when_the_pool_stops_taking_fires() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder)
+    held = fires(3)
+    for each in held:
+        pool.submit(each)
+    assert [f.job.id for f in pool.drain_unstarted()] == [f.job.id for f in held]  # a stop gives them back
+    assert recorder.calls == []
+    assert pool.stop(5)
+
+    recorder = Recorder()
+    pool = caller_pool(recorder)
+    first, second = fires(2)
+    pool.submit(first)
+    pool.close_intake()
+    with pytest.raises(QueueUnavailable) as refused:
+        pool.submit(second)  # refused: with the fire held before it, for the dispatcher to give back
+    assert [f.job.id for f in refused.value.fires] == [first.job.id, second.job.id]
+    assert recorder.calls == []
+    assert pool.stop(5)
+
+    recorder = Recorder()
+    pool = caller_pool(recorder)
+    pool.submit(first)
+    pool.close_intake()
+    with pytest.raises(QueueUnavailable) as at_flush:
+        pool.flush()
+    assert [f.job.id for f in at_flush.value.fires] == [first.job.id]
+    assert recorder.calls == [] and pool.drain_unstarted() == []
+    assert pool.stop(5)
+
+
+def test_stop_waits_for_a_callers_run_unless_it_was_reported_stuck() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder, relieve_after=30)
+    caller = threading.Thread(target=hand_over, args=(pool, "hangs"))
+    caller.start()
+    try:
+        assert recorder.entered.wait(5)
+        assert not pool.stop(0.2)  # a running fire is waited for, as a worker's is
+        pool.stuck(caller)  # its handler was given up (the invoker's watchdog): not waited for any more
+        assert pool.busy() == 0
+        assert pool.stop(5)
+    finally:
+        recorder.gate.set()
+    caller.join(5)
+    assert pool.busy() == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,12 +54,12 @@ class Watched(Dispatcher):
     most = 0
     mutex = threading.Lock()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, superseded: Callable[[], bool] = lambda: False) -> None:
         with Watched.mutex:
             Watched.active += 1
             Watched.most = max(Watched.most, Watched.active)
         try:
-            super().run(stop)
+            super().run(stop, superseded)
         finally:
             with Watched.mutex:
                 Watched.active -= 1

@@ -63,6 +63,14 @@ def wait(ctx: HandlerContext) -> None:
     ctx.cancelled.wait(float(ctx.payload.get("seconds", 1.0)))
 
 
+def gated(ctx: HandlerContext) -> None:
+    """Sleep payload.seconds, ignoring the deadline, while the file payload.gate exists; else return at once
+    (a quick handler that turns slow when a test says so)."""
+    _record(ctx)
+    if os.path.exists(str(ctx.payload["gate"])):
+        time.sleep(float(ctx.payload.get("seconds", 1.0)))
+
+
 async def async_sleep(ctx: HandlerContext) -> None:
     """Sleep payload.seconds asynchronously (cancelled at the deadline)."""
     _record(ctx)
@@ -75,4 +83,5 @@ def register(registry: Registry) -> None:
     registry.register("test.flaky", flaky)
     registry.register("test.sleep", sleep)
     registry.register("test.wait", wait)
+    registry.register("test.gated", gated)
     registry.register("test.async_sleep", async_sleep)

@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from ticklock.clock import Clock
@@ -153,8 +154,10 @@ class Dispatcher:
         return fires
 
     # -- the loop -----------------------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
-        """Tick every wall-clock second until ``stop`` is set."""
+    def run(self, stop: threading.Event, superseded: Callable[[], bool] = lambda: False) -> None:
+        """Tick every wall-clock second until ``stop`` is set, or until ``superseded`` says that another
+        thread dispatches now (a queue that runs quick fires on the caller's thread relieves a caller held
+        up by one: the local pool's ``caller_runs``); this thread then returns after its hand-over."""
         next_tick = self.clock.now()
         log.info(
             "dispatcher.started",
@@ -173,6 +176,9 @@ class Dispatcher:
                     if now >= next_tick:
                         next_tick = _next_second(now)
                 self.release_due(self.clock.now() + self.send_ahead, stop)
+                if superseded():
+                    log.info("dispatcher.superseded", extra={"owner": self.owner})
+                    return
                 if more or self._room_again():  # before sleeping: the room may have come with the last release
                     continue
                 now = self.clock.now()

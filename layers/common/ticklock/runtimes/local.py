@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +78,10 @@ class LocalService:
             run_many=self.runner.run_many,
             batchable=self.runner.batchable,
             finish_deferred=self.runner.finish_deferred,
+            caller_runs=True,  # the dispatcher runs a hand-over of a few quick fires itself: no wake-ups
         )
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
+        self.pool.on_relieve = self._relieve  # and a dispatcher held up running quick fires, at once
         self.metrics.queue_depth.set_function(self.pool.depth)
         self.dispatcher = build_dispatcher(
             s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics, owner=self.owner
@@ -94,14 +97,16 @@ class LocalService:
         )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._dispatching: threading.Thread | None = None  # the thread that dispatches now (``_relieve``)
+        self._relieving = threading.Lock()
         self._stopped = False
 
     def start(self) -> None:
         """Start dispatching and housekeeping in background threads."""
         self.plugins.warn_deprecated()
         self.plugins.seed(self.service)
+        self._start_dispatching()
         loops = [
-            ("ticklock-dispatcher", self._dispatch),
             ("ticklock-housekeeping", self._housekeep),
             ("ticklock-fire-summary", self._summarise),
         ]
@@ -123,6 +128,7 @@ class LocalService:
         self._stopped = True
         self._stop.set()
         self.pool.close_intake()  # a hand-over blocked on a full queue ends now: its fire is given back
+        self._join_dispatcher()
         for thread in self._threads:
             thread.join(timeout=10)
         unstarted = [*self.dispatcher.take_pending(), *self.pool.drain_unstarted()]
@@ -181,8 +187,35 @@ class LocalService:
             self.stop()
 
     # -- background loops ---------------------------------------------------------------------------
+    def _start_dispatching(self) -> None:
+        """Under ``_relieving`` once started: a dispatcher thread, from now on the one that dispatches."""
+        thread = threading.Thread(target=self._dispatch, name="ticklock-dispatcher", daemon=True)
+        self._dispatching = thread
+        thread.start()
+
     def _dispatch(self) -> None:
-        self.dispatcher.run(self._stop)
+        me = threading.current_thread()
+        self.dispatcher.run(self._stop, superseded=lambda: self._dispatching is not me)
+
+    def _relieve(self, held: threading.Thread) -> None:
+        """The pool reports ``held`` running quick fires past its bound (a handler that hangs): if it is the
+        dispatcher, another takes its place now, and it ends once its run is over (``superseded``)."""
+        with self._relieving:
+            if held is not self._dispatching or self._stop.is_set():
+                return
+            log.warning("dispatcher.relieved", extra={"held": held.name})
+            self._start_dispatching()
+
+    def _join_dispatcher(self) -> None:
+        """Wait (up to 10 s) for the dispatcher to end its loop; not for one running fires it handed over:
+        those are the running fires the shutdown's grace is for (``pool.stop``)."""
+        ends = time.monotonic() + 10
+        while time.monotonic() < ends:
+            with self._relieving:
+                thread = self._dispatching
+            if thread is None or not thread.is_alive() or self.pool.running_caller(thread):
+                return
+            thread.join(0.05)
 
     def _housekeep(self) -> None:
         while not self.clock.sleep(HOUSEKEEPING_EVERY, self._stop):

@@ -6,6 +6,14 @@ memory. At most ``workers + queue_size`` fires are ever held here.
 A worker whose sync handler outlives its deadline (run inline, ``Invoker(inline=True)``) is reported by
 ``stuck``: another worker starts in its place, and the stuck one ends once its handler returns. So the
 pool keeps ``workers`` threads serving the queue, however many handlers hang.
+
+``caller_runs`` (``ticklock serve``): a hand-over that is all quick fires (``batchable``, at most a batch)
+into an empty queue is run by the caller itself at ``flush``, on its own thread, with no worker woken. A
+spread load hands over a few fires every few milliseconds; each such group cost three thread wake-ups
+(the dispatcher's, a worker's, the watcher's), a quarter of a fire's CPU. The caller is the dispatcher,
+so a caller's run that lasts more than ``relieve_after`` seconds (a quick handler that hangs) is reported
+to ``on_relieve`` with the caller's thread, which then starts another dispatcher in its place
+(``LocalService``); the fires of that run's handlers go to the workers from then on, until it ends.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +33,8 @@ log = logging.getLogger("ticklock.pool")
 _STOP = object()
 BATCH = 16  # fires a worker takes at once, when they can run together (``run_many``)
 STALL = 0.005  # seconds an item runs before its worker counts as slow (others are woken for what waits)
+RELIEVE_AFTER = 0.05  # seconds a caller's own run (``caller_runs``) lasts before the caller is relieved
+RELIEF_IDLE = 1.0  # seconds without a caller's run after which the relief's watch sleeps until the next
 
 
 class _Inbox:
@@ -173,6 +184,19 @@ class _Refused(Exception):
     """``_Inbox.put`` of a producer's item after ``refuse``."""
 
 
+class _CallerRun:
+    """A caller running the fires it handed over (``caller_runs``)."""
+
+    __slots__ = ("counted", "handlers", "relieved", "since", "thread")
+
+    def __init__(self, thread: threading.Thread, since: float, handlers: set[str]) -> None:
+        self.thread = thread
+        self.since = since
+        self.handlers = handlers
+        self.relieved = False  # reported to ``on_relieve``
+        self.counted = True  # in ``busy`` (until it ends, or the invoker reports its thread stuck)
+
+
 class WorkerPool:
     """The ``FireQueue`` port in process: a bounded queue and a fixed set of worker threads."""
 
@@ -188,13 +212,17 @@ class WorkerPool:
         batchable: Callable[[Fire], bool] = lambda fire: False,
         batch: int = BATCH,
         finish_deferred: Callable[[], object] = lambda: None,
+        caller_runs: bool = False,
+        relieve_after: float = RELIEVE_AFTER,
     ) -> None:
         """``stall`` and ``monotonic``: when a running worker counts as slow, and its clock (``_Inbox``).
         ``run_many``: a worker that takes a ``batchable`` fire takes the batchable ones queued behind it
         too, up to ``batch`` in all, and runs them together, called ``run_many(fires, defer=...)``: ``defer``
         when more fires are queued behind them, so that their final writes may wait for those
         (``TaskRunner.run_many``); ``finish_deferred`` writes what waits, and a worker calls it whenever it
-        finds the queue empty, before it waits for more, and before it runs a fire alone."""
+        finds the queue empty, before it waits for more, and before it runs a fire alone.
+        ``caller_runs`` and ``relieve_after``: see the module's docstring; ``on_relieve`` is set by the
+        caller's owner."""
         self._run = run
         self._run_many = run_many
         self._finish_deferred = finish_deferred
@@ -207,9 +235,24 @@ class WorkerPool:
         self._names = itertools.count()
         self._threads: list[threading.Thread] = []
         self._retired: set[threading.Thread] = set()  # stuck in a handler past its deadline; replaced
+        # caller_runs: the fires held for the caller's flush, the callers running theirs, the handlers whose
+        # fires go to the workers while a relieved caller's run of them lasts
+        self.caller_runs = caller_runs and run_many is not None
+        self.on_relieve: Callable[[threading.Thread], object] = lambda thread: None
+        self._relieve_after = relieve_after
+        self._monotonic = monotonic
+        self._held: list[Fire] = []
+        self._callers: dict[threading.Thread, _CallerRun] = {}
+        self._unheld: set[str] = set()
+        self._relief = threading.Condition()
+        self._relief_idle = True
+        self._last_run = -math.inf
+        self._closed = False
         with self._mutex:
             for _ in range(workers):
                 self._start_worker()
+        if caller_runs:
+            threading.Thread(target=self._watch_callers, name="ticklock-pool-relief", daemon=True).start()
 
     def _start_worker(self) -> None:
         """Under ``_mutex``."""
@@ -219,8 +262,13 @@ class WorkerPool:
 
     def stuck(self, thread: threading.Thread) -> None:
         """``thread`` is held by a handler past its deadline (its fire is finished elsewhere): it no longer
-        counts as busy or as a worker, and another takes its place while the pool runs."""
+        counts as busy or as a worker, and another takes its place while the pool runs. (A caller running
+        its fires was relieved before this: it only stops counting as busy.)"""
         with self._mutex:
+            run = self._callers.get(thread)
+            if run is not None and run.counted:
+                run.counted = False
+                self._busy -= 1
             if thread not in self._threads or thread in self._retired:
                 return
             self._retired.add(thread)
@@ -231,9 +279,29 @@ class WorkerPool:
         self._queue.left(thread)
 
     def submit(self, fire: Fire) -> None:
-        """Queue ``fire``, waiting while the queue is full; QueueUnavailable (with the fire) once the pool
-        stops taking fires (``close_intake``), even if this hand-over was waiting then: the dispatcher gives
-        such a fire back to the store, where it is due again."""
+        """Queue ``fire``, waiting while the queue is full; QueueUnavailable (with the fire, and any held for
+        the caller) once the pool stops taking fires (``close_intake``), even if this hand-over was waiting
+        then: the dispatcher gives such a fire back to the store, where it is due again.
+
+        ``caller_runs``: a quick fire handed over while nothing is queued is held for the caller's ``flush``
+        (up to a batch). A fire that has to be queued takes those held before it into the queue first: a
+        hand-over of more than a batch, or of a slow fire, is the workers'."""
+        if self.caller_runs:
+            if (
+                len(self._held) < self._batch
+                and not self._queue.refusing
+                and not self._queue.qsize()
+                and fire.job.handler not in self._unheld
+                and self._batchable(fire)
+            ):
+                self._held.append(fire)
+                return
+            held, self._held = self._held, []
+            for i, earlier in enumerate(held):
+                try:
+                    self._queue.put(earlier)
+                except _Refused:
+                    raise QueueUnavailable("the worker pool is shutting down", [*held[i:], fire]) from None
         try:
             self._queue.put(fire)
         except _Refused:
@@ -249,14 +317,83 @@ class WorkerPool:
         return max(0, self._queue.maxsize - self._queue.qsize())
 
     def flush(self) -> None:
-        return None
+        """``caller_runs``: run the fires held for the caller, on the caller's thread, as a worker runs a batch
+        (QueueUnavailable with them if the pool stopped taking fires meanwhile)."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if self._queue.refusing:
+            raise QueueUnavailable("the worker pool is shutting down", held)
+        me = threading.current_thread()
+        run = _CallerRun(me, self._monotonic(), {fire.job.handler for fire in held})
+        with self._mutex:
+            self._busy += 1
+            self._callers[me] = run
+        with self._relief:
+            self._last_run = run.since
+            if self._relief_idle:
+                self._relief.notify()
+        try:
+            if self._run_many is not None:
+                self._run_many(held, defer=False)
+        except Exception:
+            log.exception("worker.crashed", extra={"fires": len(held), "caller": me.name})
+        finally:
+            with self._mutex:
+                del self._callers[me]
+                if run.counted:
+                    self._busy -= 1
+                if run.relieved:
+                    self._unheld -= run.handlers
+
+    def running_caller(self, thread: threading.Thread) -> bool:
+        """Whether ``thread`` is running fires it handed over (``caller_runs``)."""
+        with self._mutex:
+            return thread in self._callers
+
+    def _watch_callers(self) -> None:
+        """The relief's watch: every half ``relieve_after`` while callers run their fires (and for
+        RELIEF_IDLE after the last), a caller whose run has lasted ``relieve_after`` is reported to
+        ``on_relieve``, once, and its handlers' fires go to the workers until it ends. Polled, not told of
+        each run: being told would cost the wake-up per hand-over that a caller's run is there to save."""
+        every = self._relieve_after / 2
+        while True:
+            with self._relief:
+                if self._closed:
+                    return
+                if self._monotonic() - self._last_run > RELIEF_IDLE:
+                    self._relief_idle = True
+                    self._relief.wait()
+                    self._relief_idle = False
+                    continue
+                self._relief.wait(every)
+            now, late = self._monotonic(), []
+            with self._mutex:
+                for run in self._callers.values():
+                    if not run.relieved and now - run.since >= self._relieve_after:
+                        run.relieved = True
+                        self._unheld |= run.handlers
+                        late.append(run)
+            for run in late:
+                log.warning(
+                    "pool.caller_relieved",
+                    extra={
+                        "caller": run.thread.name,
+                        "seconds": round(now - run.since, 3),
+                        "handlers": sorted(run.handlers),
+                    },
+                )
+                try:
+                    self.on_relieve(run.thread)
+                except Exception:
+                    log.exception("pool.on_relieve_failed")
 
     def depth(self) -> int:
         return self._queue.qsize()
 
     def drain_unstarted(self) -> Sequence[Fire]:
         self.close_intake()
-        fires: list[Fire] = []
+        fires, self._held = self._held, []
         while (item := self._queue.get_nowait()) is not _EMPTY:
             if isinstance(item, Fire):
                 fires.append(item)
@@ -273,13 +410,20 @@ class WorkerPool:
         while True:
             with self._mutex:  # a worker stuck meanwhile (``stuck``) is not waited for: its fire was finished
                 live = [t for t in self._threads if t.is_alive()]
+                callers = any(run.counted for run in self._callers.values())  # so is a relieved, stuck caller
             left = ends_at - time.monotonic()
-            if not live:
+            if not live and not callers:
                 self._queue.close()
+                with self._relief:
+                    self._closed = True
+                    self._relief.notify()
                 return True
             if left <= 0:
                 return False
-            live[0].join(min(left, 0.1))
+            if live:
+                live[0].join(min(left, 0.1))
+            else:
+                time.sleep(min(left, 0.01))
 
     def busy(self) -> int:
         with self._mutex:

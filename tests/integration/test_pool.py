@@ -439,3 +439,47 @@ def test_stop_waits_for_a_callers_run_unless_it_was_reported_stuck() -> None:
         recorder.gate.set()
     caller.join(5)
     assert pool.busy() == 0
+
+
+def test_a_relieved_callers_run_ends_only_once_its_relief_is_in_place() -> None:
+    # the caller, back from its run, must find itself replaced: were the run to end before ``on_relieve``
+    # had done its work, the caller would go on dispatching beside the new dispatcher
+    recorder = Recorder()
+    pool = caller_pool(recorder, relieve_after=0.05)
+    moments: dict[str, float] = {}
+
+    def relieve(thread: threading.Thread) -> None:
+        recorder.gate.set()  # the run ends now, while the relief is still being put in place
+        time.sleep(0.2)
+        moments["relieved"] = time.monotonic()
+
+    pool.on_relieve = relieve
+
+    def caller() -> None:
+        hand_over(pool, "hangs")
+        moments["returned"] = time.monotonic()
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    thread.join(5)
+    assert moments["returned"] >= moments["relieved"]
+    assert pool.stop(5)
+
+
+def test_once_a_hand_over_spills_into_the_queue_its_later_fires_follow_even_if_the_queue_drains() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder, batch=2)
+    me = threading.current_thread()
+    first = fires(3)  # the third spills the two held before it into the queue
+    for each in first:
+        pool.submit(each)
+    assert wait_until(lambda: sum(len(names) for _, names, _ in recorder.calls) == 3, timeout=5)
+    assert pool.depth() == 0
+    pool.submit(fire("fourth"))  # the queue is empty again, but the hand-over is not over: no overtaking
+    assert wait_until(lambda: any(names == ["fourth"] for _, names, _ in recorder.calls), timeout=5)
+    pool.flush()
+    assert all(thread is not me for _, _, thread in recorder.calls)
+    pool.submit(fire("next"))  # a new hand-over: held for the caller again
+    pool.flush()
+    assert recorder.calls[-1][1:] == (["next"], me)
+    assert pool.stop(5)

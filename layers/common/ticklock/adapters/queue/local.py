@@ -242,6 +242,7 @@ class WorkerPool:
         self._relieve_after = relieve_after
         self._monotonic = monotonic
         self._held: list[Fire] = []
+        self._spilled = False  # this hand-over put fires in the queue: the rest follow them (until ``flush``)
         self._callers: dict[threading.Thread, _CallerRun] = {}
         self._unheld: set[str] = set()
         self._relief = threading.Condition()
@@ -251,7 +252,7 @@ class WorkerPool:
         with self._mutex:
             for _ in range(workers):
                 self._start_worker()
-        if caller_runs:
+        if self.caller_runs:
             threading.Thread(target=self._watch_callers, name="ticklock-pool-relief", daemon=True).start()
 
     def _start_worker(self) -> None:
@@ -288,7 +289,8 @@ class WorkerPool:
         hand-over of more than a batch, or of a slow fire, is the workers'."""
         if self.caller_runs:
             if (
-                len(self._held) < self._batch
+                not self._spilled
+                and len(self._held) < self._batch
                 and not self._queue.refusing
                 and not self._queue.qsize()
                 and fire.job.handler not in self._unheld
@@ -296,7 +298,7 @@ class WorkerPool:
             ):
                 self._held.append(fire)
                 return
-            held, self._held = self._held, []
+            held, self._held, self._spilled = self._held, [], True
             for i, earlier in enumerate(held):
                 try:
                     self._queue.put(earlier)
@@ -319,6 +321,7 @@ class WorkerPool:
     def flush(self) -> None:
         """``caller_runs``: run the fires held for the caller, on the caller's thread, as a worker runs a batch
         (QueueUnavailable with them if the pool stopped taking fires meanwhile)."""
+        self._spilled = False
         if not self._held:
             return
         held, self._held = self._held, []
@@ -353,40 +356,42 @@ class WorkerPool:
 
     def _watch_callers(self) -> None:
         """The relief's watch: every half ``relieve_after`` while callers run their fires (and for
-        RELIEF_IDLE after the last), a caller whose run has lasted ``relieve_after`` is reported to
-        ``on_relieve``, once, and its handlers' fires go to the workers until it ends. Polled, not told of
-        each run: being told would cost the wake-up per hand-over that a caller's run is there to save."""
+        RELIEF_IDLE after the last began, or while one runs), a caller whose run has lasted
+        ``relieve_after`` is reported to ``on_relieve``, once, and its handlers' fires go to the workers
+        until it ends. Polled, not told of each run: being told would cost the wake-up per hand-over that a
+        caller's run is there to save. ``on_relieve`` is called under the pool's mutex, with the run still
+        registered: the run cannot end (``flush`` cannot return to the caller) until its relief is in
+        place, so the caller, on its return, finds itself replaced (no two dispatchers at once)."""
         every = self._relieve_after / 2
         while True:
             with self._relief:
                 if self._closed:
                     return
-                if self._monotonic() - self._last_run > RELIEF_IDLE:
+                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers:
                     self._relief_idle = True
                     self._relief.wait()
                     self._relief_idle = False
                     continue
                 self._relief.wait(every)
-            now, late = self._monotonic(), []
             with self._mutex:
+                now = self._monotonic()
                 for run in self._callers.values():
-                    if not run.relieved and now - run.since >= self._relieve_after:
-                        run.relieved = True
-                        self._unheld |= run.handlers
-                        late.append(run)
-            for run in late:
-                log.warning(
-                    "pool.caller_relieved",
-                    extra={
-                        "caller": run.thread.name,
-                        "seconds": round(now - run.since, 3),
-                        "handlers": sorted(run.handlers),
-                    },
-                )
-                try:
-                    self.on_relieve(run.thread)
-                except Exception:
-                    log.exception("pool.on_relieve_failed")
+                    if run.relieved or now - run.since < self._relieve_after:
+                        continue
+                    run.relieved = True
+                    self._unheld |= run.handlers
+                    log.warning(
+                        "pool.caller_relieved",
+                        extra={
+                            "caller": run.thread.name,
+                            "seconds": round(now - run.since, 3),
+                            "handlers": sorted(run.handlers),
+                        },
+                    )
+                    try:
+                        self.on_relieve(run.thread)
+                    except Exception:
+                        log.exception("pool.on_relieve_failed")
 
     def depth(self) -> int:
         return self._queue.qsize()
@@ -419,6 +424,9 @@ class WorkerPool:
                     self._relief.notify()
                 return True
             if left <= 0:
+                with self._relief:  # a stop that gave up: nothing is relieved any more (the dispatcher has stopped)
+                    self._closed = True
+                    self._relief.notify()
                 return False
             if live:
                 live[0].join(min(left, 0.1))

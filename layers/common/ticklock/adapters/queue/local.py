@@ -1,7 +1,8 @@
 """The local worker pool: N threads fed by a queue bounded at 2 x N (the reference's channel).
 
 ``submit`` blocks while the queue is full: the dispatcher falls behind the clock instead of growing
-memory. At most ``workers + queue_size`` fires are ever held here.
+memory. At most ``workers + queue_size`` fires are ever held here (with ``caller_runs``, a batch more for
+each thread that dispatches: one, and those relieved while their run lasts).
 
 A worker whose sync handler outlives its deadline (run inline, ``Invoker(inline=True)``) is reported by
 ``stuck``: another worker starts in its place, and the stuck one ends once its handler returns. So the

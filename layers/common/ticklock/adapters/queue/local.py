@@ -337,9 +337,9 @@ class WorkerPool:
             self._last_run = run.since
             if self._relief_idle:
                 self._relief.notify()
+        assert self._run_many is not None  # ``caller_runs`` holds fires only with it
         try:
-            if self._run_many is not None:
-                self._run_many(held, defer=False)
+            self._run_many(held, defer=False)
         except Exception:
             log.exception("worker.crashed", extra={"fires": len(held), "caller": me.name})
         finally:
@@ -420,19 +420,20 @@ class WorkerPool:
             left = ends_at - time.monotonic()
             if not live and not callers:
                 self._queue.close()
-                with self._relief:
-                    self._closed = True
-                    self._relief.notify()
+                self._close_relief()
                 return True
             if left <= 0:
-                with self._relief:  # a stop that gave up: nothing is relieved any more (the dispatcher has stopped)
-                    self._closed = True
-                    self._relief.notify()
+                self._close_relief()  # a stop that gave up: nothing is relieved any more (dispatching has stopped)
                 return False
             if live:
                 live[0].join(min(left, 0.1))
             else:
                 time.sleep(min(left, 0.01))
+
+    def _close_relief(self) -> None:
+        with self._relief:
+            self._closed = True
+            self._relief.notify()
 
     def busy(self) -> int:
         with self._mutex:

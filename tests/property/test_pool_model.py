@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, event, settings
@@ -150,7 +150,7 @@ class PoolModel(RuleBasedStateMachine):
                 given.gate.wait()  # teardown opens every gate
 
     # -- steps --------------------------------------------------------------------------------------------
-    def _on_dispatcher(self, step: Callable[[], object]) -> Dispatcher:
+    def _on_dispatcher(self, step: Callable[[], object]) -> None:
         """Hand ``step`` to the dispatcher; back when it ends, or once its thread is relieved meanwhile."""
         dispatcher = self.current
         done = dispatcher.finished + 1
@@ -159,7 +159,6 @@ class PoolModel(RuleBasedStateMachine):
             "a dispatcher's step hangs and it was not relieved"
         )
         assert dispatcher.errors == []
-        return dispatcher
 
     def _closed_gates(self) -> int:
         return sum(1 for g in self.given.values() if g.hangs())
@@ -215,8 +214,7 @@ class PoolModel(RuleBasedStateMachine):
                 self.pool.submit(given.fire)
             except QueueUnavailable as refused:
                 assert closed, "refused while the pool takes fires"
-                for each in refused.fires:
-                    self.given[each.job.name].returned += 1
+                self._handed_back(refused.fires)
 
         self._on_dispatcher(submit)
         self.unflushed.append(name)
@@ -237,8 +235,7 @@ class PoolModel(RuleBasedStateMachine):
                 self.pool.flush()
             except QueueUnavailable as refused:
                 assert closed, "refused while the pool takes fires"
-                for each in refused.fires:
-                    self.given[each.job.name].returned += 1
+                self._handed_back(refused.fires)
             finally:
                 with self.mutex:
                     del self.flushing[dispatcher.thread]
@@ -258,7 +255,11 @@ class PoolModel(RuleBasedStateMachine):
 
     def _hung_threads(self) -> int:
         with self.mutex:
-            return len({g.started[0] for g in self.given.values() if g.started and g.hangs()} - self.reported)
+            return len(self._hanging())
+
+    def _hanging(self) -> set[threading.Thread]:
+        """Under ``mutex``: the threads in a run that hangs, not reported stuck."""
+        return {g.started[0] for g in self.given.values() if g.started and g.hangs()} - self.reported
 
     def _waiting(self, names: list[str]) -> list[str]:
         with self.mutex:
@@ -272,8 +273,7 @@ class PoolModel(RuleBasedStateMachine):
 
     def _workers_hung(self) -> int:
         """Under ``mutex``: the workers in a run that hangs, not reported stuck."""
-        threads = {g.started[0] for g in self.given.values() if g.started and g.hangs()} - self.reported
-        return sum(1 for thread in threads if thread.name.startswith("ticklock-worker"))
+        return sum(1 for thread in self._hanging() if thread.name.startswith("ticklock-worker"))
 
     def _behind_a_hung_one(self, name: str) -> bool:
         """Under ``mutex``: ``name`` was taken in a run behind a fire that hangs (workers' runs included)."""
@@ -326,12 +326,16 @@ class PoolModel(RuleBasedStateMachine):
 
     def _drain(self) -> None:
         self.closed = self.drained = True
-        drained = [each.job.name for each in self.pool.drain_unstarted()]
-        with self.mutex:
-            assert drained == sorted(drained, key=self.order.index)
-            for name in drained:
-                self.given[name].returned += 1
+        drained = self.pool.drain_unstarted()
+        names = [each.job.name for each in drained]
+        assert names == sorted(names, key=self.order.index)
+        self._handed_back(drained)
         self.unflushed.clear()
+
+    def _handed_back(self, fires: Sequence[Fire]) -> None:
+        with self.mutex:
+            for each in fires:
+                self.given[each.job.name].returned += 1
 
     @precondition(lambda self: not self.stopped and self._closed_gates() > 0 and len(self.order) >= 12)
     @rule()
@@ -380,6 +384,11 @@ class PoolModel(RuleBasedStateMachine):
     def busy_never_goes_below_zero(self) -> None:
         assert self.pool.busy() >= 0
 
+    def _let_every_handler_return(self) -> None:
+        for given in self.given.values():
+            if given.gate is not None:
+                given.gate.set()
+
     def teardown(self) -> None:
         event(f"relieved: {min(len(self.relieved), 2)}")
         event(f"caller batches: {min(len(self.caller_batches), 3)}")
@@ -391,9 +400,7 @@ class PoolModel(RuleBasedStateMachine):
                 self.flush()
             if self.closed and not self.drained:
                 self._drain()  # a stop's next step (``LocalService.stop``): the queue's fires go back
-            for given in self.given.values():
-                if given.gate is not None:
-                    given.gate.set()
+            self._let_every_handler_return()
             assert wait_until(lambda: all(g.started or g.returned for g in self.given.values()), PATIENCE), (
                 "fires neither run nor handed back"
             )
@@ -402,9 +409,7 @@ class PoolModel(RuleBasedStateMachine):
             self.no_fire_runs_twice_or_both_runs_and_comes_back()
             self.nothing_went_wrong_on_the_pools_threads()
         finally:
-            for given in self.given.values():
-                if given.gate is not None:
-                    given.gate.set()
+            self._let_every_handler_return()  # also after a failure: no thread is left waiting on a gate
             self.pool.stop(1)
             for dispatcher in self.dispatchers:
                 dispatcher.steps.put(None)

@@ -245,8 +245,8 @@ def test_a_quick_handler_that_hangs_on_the_dispatchers_thread_does_not_hold_up_t
     # quick (it returns at once while the gate file is absent), their fires spread over each second by
     # jitter, run there; then the gate is opened and the next of them sleeps 6 s past nothing (its
     # deadline is 60 s). The dispatcher is relieved within a fraction of a second, and jobs due every
-    # second keep starting on time meanwhile: all but a fire that shared the held-up run's batch (it waits
-    # behind it, as in a worker's batch), whose job then waits for it. The held-up thread ends after its run.
+    # second keep starting on time meanwhile, those whose fires shared the held-up run's batch too (the rest
+    # of a batch held up goes to another thread: ``take_stalled``). The held-up thread ends after its run.
     serve = start()
     gate = tmp_path / "gate"
     spread = {"max_jitter": 0.9}
@@ -274,17 +274,19 @@ def test_a_quick_handler_that_hangs_on_the_dispatchers_thread_does_not_hold_up_t
     gate.touch()
     opened = time.time()
     wait_for(lambda: '"event": "dispatcher.relieved"' in serve.log()[mark:], timeout=10)
-    time.sleep(3)
+    # 5 s of the held run's 6: a job on time fires twice in it even at the most jitter (a fire every 1.9 s)
+    time.sleep(5)
     gate.unlink()
-    on_time = 0
-    for witness in witnesses:
-        lags = [
+    lags = {
+        witness["name"]: [
             e["lag"]
             for e in serve.executions(witness["id"])
             if datetime.fromisoformat(e["scheduled_at"]).timestamp() > opened
         ]
-        on_time += len(lags) >= 2 and max(lags) < 1.0
-    assert on_time >= 3, "the jobs went on starting on time while a run held the old dispatcher's thread"
+        for witness in witnesses
+    }
+    late = {name: each for name, each in lags.items() if len(each) < 2 or max(each) >= 1.0}
+    assert not late, f"jobs did not start on time while a run held the old dispatcher's thread (lags): {late}"
     # the held-up thread ended after its run
     wait_for(lambda: '"event": "dispatcher.superseded"' in serve.log()[mark:], timeout=20)
     for job in [*witnesses, *gated]:

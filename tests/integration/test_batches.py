@@ -234,6 +234,140 @@ def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline
     assert Counter(inline.publisher.types())["job.execution.timeout"] == 1
 
 
+def four_with_b_hanging(h: Harness, *, timeout: float) -> tuple[list[Fire], threading.Event, list[Any]]:
+    """Four claimed fires of one quick handler, a to d; b's run hangs until the event is set."""
+    release = threading.Event()
+    runs: list[tuple[str, threading.Thread]] = []
+
+    def handler(ctx: Any) -> None:
+        runs.append((ctx.job_name, threading.current_thread()))
+        if ctx.payload.get("hang"):
+            release.wait(10)
+
+    h.registry.register("test.maybe_hang", handler)
+    for name in "abcd":
+        h.add("test.maybe_hang", name=name, timeout=timeout, payload={"hang": name == "b"})
+    fires = sorted(h.claim(at_least=4), key=lambda f: f.job.name)
+    return fires, release, runs
+
+
+def test_the_rest_of_a_batch_held_up_by_a_run_is_taken_to_another_thread(inline: Harness) -> None:
+    # b hangs (its deadline 30 s away): a ran before it, c and d wait behind it. take_stalled hands a's
+    # final write and c's and d's runs to a thread of their own, so none waits for b; b's thread writes
+    # only b, when b returns
+    fires, release, runs = four_with_b_hanging(inline, timeout=30)
+    runner = inline.runner()
+    quick(runner, "test.maybe_hang")
+    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    try:
+        worker.start()
+        assert wait_until(lambda: [name for name, _ in runs] == ["a", "b"])
+        assert runner.take_stalled(30, 10) == []  # b has not run that long
+        rests = runner.take_stalled(0.0, 10)
+        assert len(rests) == 1
+        assert runner.take_stalled(0.0, 10) == []  # taken: nothing more to hand over while b runs
+        rest = threading.Thread(target=rests[0], daemon=True)
+        rest.start()
+        rest.join(10)
+        assert statuses(inline, fires) == ["success", "running", "success", "success"]
+        assert [name for name, _ in runs] == ["a", "b", "c", "d"]
+        assert runs[2][1] is rest and runs[3][1] is rest  # c and d ran on the rest's thread
+        for fire in fires:
+            job = inline.store.get_job(fire.job.id)
+            assert (job.lease is None) == (fire.job.name != "b")  # a, c and d advanced; b still leased
+        assert worker.is_alive()
+    finally:
+        release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert statuses(inline, fires) == ["success"] * 4
+    assert inline.store.get_job(fires[1].job.id).lease is None
+    assert len(inline.metrics.finished) == 4  # each finished once
+    assert Counter(inline.publisher.types()) == Counter({"job.execution.started": 4, "job.execution.succeeded": 4})
+    assert inline.locker is not None
+    assert all(inline.locker.acquire(f"job:{f.job.id}", 1) for f in fires)  # every lock let go
+
+
+def test_a_run_handed_off_from_then_outliving_its_deadline_is_concluded_once(inline: Harness) -> None:
+    # the rest goes to another thread; b's take-over at its deadline then finds nothing left of the batch
+    # to go on with, and concludes b alone
+    fires, release, runs = four_with_b_hanging(inline, timeout=0.5)
+    runner = inline.runner()
+    quick(runner, "test.maybe_hang")
+    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    try:
+        worker.start()
+        assert wait_until(lambda: len(runs) == 2)
+        [rest] = runner.take_stalled(0.0, 10)
+        rest()
+        assert statuses(inline, fires) == ["success", "running", "success", "success"]
+
+        def all_final() -> bool:
+            now = statuses(inline, fires)
+            return len(now) == 4 and "running" not in now
+
+        assert wait_until(all_final)
+        assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
+        assert worker.is_alive()
+    finally:
+        release.set()
+    worker.join(10)
+    assert [name for name, _ in runs] == ["a", "b", "c", "d"]  # each ran once
+    assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
+    assert len(inline.metrics.finished) == 4
+    assert Counter(inline.publisher.types())["job.execution.timeout"] == 1
+    for fire in fires:
+        assert inline.store.get_job(fire.job.id).lease is None
+
+
+def test_a_batch_whose_last_run_hangs_hands_over_only_the_final_writes_before_it(inline: Harness) -> None:
+    release = threading.Event()
+    runs: list[str] = []
+
+    def handler(ctx: Any) -> None:
+        runs.append(ctx.job_name)
+        if ctx.payload.get("hang"):
+            release.wait(10)
+
+    inline.registry.register("test.maybe_hang", handler)
+    for name in "abc":
+        inline.add("test.maybe_hang", name=name, timeout=30, payload={"hang": name == "c"})
+    fires = sorted(inline.claim(at_least=3), key=lambda f: f.job.name)
+    runner = inline.runner()
+    quick(runner, "test.maybe_hang")
+    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    try:
+        worker.start()
+        assert wait_until(lambda: runs == ["a", "b", "c"])
+        [rest] = runner.take_stalled(0.0, 10)
+        rest()  # writes a and b: their jobs' next fires do not wait for c
+        assert statuses(inline, fires) == ["success", "success", "running"]
+        assert [inline.store.get_job(f.job.id).lease is None for f in fires] == [True, True, False]
+    finally:
+        release.set()
+    worker.join(10)
+    assert statuses(inline, fires) == ["success"] * 3
+    assert len(inline.metrics.finished) == 3
+
+
+def test_a_batch_not_held_up_is_not_taken_apart(fake: Harness) -> None:
+    # between fires, and once its runs are written, a batch has nothing a stall could hand over
+    fires = claimed(fake, 3)
+    runner = quick_runner(fake)
+    taken: list[int] = []
+    real_on_time = runner._on_time
+
+    def on_time(item: Any) -> bool:
+        taken.append(len(runner.take_stalled(60.0, 10)))  # a run just begun: not held up
+        return real_on_time(item)
+
+    runner._on_time = on_time  # type: ignore[method-assign]
+    runner.run_many(fires)
+    assert taken == [0, 0, 0]
+    assert runner.take_stalled(0.0, 10) == []  # done: nothing is driven any more
+    assert statuses(fake, fires) == ["success"] * 3
+
+
 def test_a_batch_cut_off_by_shutdown_is_interrupted_and_released(fake: Harness) -> None:
     fires = claimed(fake, 3)
     runner = quick_runner(fake)

@@ -483,3 +483,83 @@ def test_once_a_hand_over_spills_into_the_queue_its_later_fires_follow_even_if_t
     pool.flush()
     assert recorder.calls[-1][1:] == (["next"], me)
     assert pool.stop(5)
+
+
+class Stalls:
+    """A runner's ``take_stalled`` for a pool: records each call; hands over one rest, once armed, that
+    runs until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, int]] = []
+        self.armed = threading.Event()
+        self.gate = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def take_stalled(self, after: float, most: int) -> list[object]:
+        self.calls.append((after, most))
+        if not self.armed.is_set():
+            return []
+        self.armed.clear()
+        return [self.rest]
+
+    def rest(self) -> None:
+        self.threads.append(threading.current_thread())
+        self.gate.wait(10)
+
+
+def test_the_rest_of_a_workers_batch_held_up_runs_on_a_thread_of_its_own_counted_and_waited_for() -> None:
+    recorder, stalls = Recorder(), Stalls()
+    pool = WorkerPool(
+        recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
+        relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
+    )  # fmt: skip
+    recorder.pool = pool
+    try:
+        for each in [fire("hangs"), fire("behind"), fire("also-behind")]:
+            pool.submit(each)
+        assert recorder.entered.wait(5)  # the worker's batch, held up
+        assert wait_until(lambda: (0.05, 1) in stalls.calls, timeout=5)  # asked, with room for one rest
+        stalls.armed.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
+        [rest] = stalls.threads
+        assert rest.name.startswith("ticklock-batch-rest-") and rest is not threading.current_thread()
+        assert pool.busy() == 2  # the held-up worker and the rest
+        recorder.gate.set()  # the worker's run ends; the rest still runs
+        assert wait_until(lambda: pool.busy() == 1, timeout=5)
+        assert not pool.stop(0.2)  # the rest's run is waited for, as a worker's is
+        pool.stuck(rest)  # its handler given up (the invoker's watchdog): not waited for any more
+        assert pool.busy() == 0
+        assert pool.stop(5)
+    finally:
+        recorder.gate.set()
+        stalls.gate.set()
+    assert wait_until(lambda: not any(t.is_alive() for t in stalls.threads), timeout=5)
+    assert pool.busy() == 0
+
+
+def test_rests_are_bounded_by_the_workers_and_none_once_the_pool_stops_taking_fires() -> None:
+    recorder, stalls = Recorder(), Stalls()
+    pool = WorkerPool(
+        recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
+        relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
+    )  # fmt: skip
+    recorder.pool = pool
+    try:
+        for each in [fire("hangs"), fire("behind")]:
+            pool.submit(each)
+        assert recorder.entered.wait(5)
+        stalls.armed.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
+        seen = len(stalls.calls)
+        time.sleep(0.3)  # a few of the watch's rounds, the worker and the rest both held up
+        assert len(stalls.calls) == seen  # the one rest fills the room (``workers``): not asked again
+        pool.close_intake()
+        stalls.gate.set()
+        assert wait_until(lambda: not stalls.threads[0].is_alive(), timeout=5)
+        seen = len(stalls.calls)
+        time.sleep(0.3)  # a few of the watch's rounds, the worker still held up
+        assert len(stalls.calls) == seen  # stopping: the batch keeps its rest
+    finally:
+        recorder.gate.set()
+        stalls.gate.set()
+    assert pool.stop(5)

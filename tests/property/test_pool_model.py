@@ -3,9 +3,11 @@ handlers that hang and are let go, every worker held up at once, threads reporte
 drains and stops, against a model of what each step allows: every fire runs once or is handed back, never
 both; a caller runs only a whole hand-over of its own quick fires, never while fires are queued, and does
 run one whenever the model says it must; a caller held up is relieved once during its flush, and its
-handlers' next fires go to the workers while it hangs; no fire waits unless it is behind a handler that
-hangs or every worker hangs; busy counts the threads that hang; and the pool stops with nothing counted
-busy.
+handlers' next fires go to the workers while it hangs; the rest of a batch held up by a handler that hangs
+goes on on a thread of its own (``take_stalled``, here a model of the runner's); no fire waits unless
+every worker hangs, or it is behind a handler that hangs while the pool hands over no rest (it stops
+taking fires, or ``workers`` rests run); busy counts the threads that hang; and the pool stops with
+nothing counted busy.
 
 The dispatcher is a thread of its own here, as in ``serve``: the test hands it each step and waits for the
 step to end, or for its thread to be relieved (then a new dispatcher takes the next steps, as
@@ -77,6 +79,14 @@ class Given:
         return self.gate is not None and not self.gate.is_set()
 
 
+@dataclass
+class Batch:
+    """A batch a thread runs, as the runner sees it: ``names[next:]`` not begun (``take_stalled``)."""
+
+    names: list[str]
+    next: int = 0
+
+
 class PoolModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -94,9 +104,12 @@ class PoolModel(RuleBasedStateMachine):
         self.hand_overs: list[list[str]] = []  # the fires each flush ended a hand-over of, in order
         self.closed = self.drained = self.stopped = False
         self.unreplaced = 0  # workers reported stuck once the intake closed: no longer replaced
+        self.batches: dict[threading.Thread, Batch] = {}  # the batches being run, by thread
+        self.rests: list[threading.Thread] = []  # threads a batch's rest was handed to
         self.pool = WorkerPool(
             self._run, workers=WORKERS, queue_size=256, run_many=self._run_many, batch=BATCH,
             batchable=lambda f: f.job.handler != "slow", caller_runs=True, relieve_after=0.02,
+            take_stalled=self._take_stalled,
         )  # fmt: skip
         self.pool.on_relieve = self._relieve
         self.current = self._new_dispatcher()
@@ -142,12 +155,48 @@ class PoolModel(RuleBasedStateMachine):
                 self.caller_batches.append((me, names, defer))
                 if self.pool.depth():  # fires held only while none are queued, and a spill queues them all
                     self.errors.append(f"{me.name} runs {names} with fires queued")
-        for name in names:
-            given = self.given[name]
+        batch = Batch(list(names))
+        with self.mutex:
+            if many:
+                self.batches[me] = batch
+        try:
+            while True:
+                with self.mutex:
+                    if batch.next >= len(batch.names):
+                        break
+                    given = self.given[batch.names[batch.next]]
+                    batch.next += 1
+                    given.started.append(me)
+                if given.gate is not None:
+                    given.gate.wait()  # teardown opens every gate
+        finally:
             with self.mutex:
-                given.started.append(me)
-            if given.gate is not None:
-                given.gate.wait()  # teardown opens every gate
+                if self.batches.get(me) is batch:
+                    del self.batches[me]
+
+    def _take_stalled(self, after: float, most: int) -> list[Callable[[], object]]:
+        """The runner's ``take_stalled``: the rest of each batch whose current fire hangs, up to ``most``."""
+        rests: list[Callable[[], object]] = []
+        with self.mutex:
+            if after != 0.02 or most < 1:
+                self.errors.append(f"take_stalled({after}, {most}): not the pool's bound, or asked with no room")
+            for batch in self.batches.values():
+                if len(rests) >= most:
+                    break
+                if batch.next < len(batch.names) and self.given[batch.names[batch.next - 1]].hangs():
+                    rest = [self.given[name].fire for name in batch.names[batch.next :]]
+                    del batch.names[batch.next :]
+                    rests.append(lambda rest=rest: self._rest(rest))  # type: ignore[misc]
+        return rests
+
+    def _rest(self, fires: list[Fire]) -> None:
+        """A batch's rest, on the thread the pool gave it: run as a batch of its own (so taken apart too)."""
+        me = threading.current_thread()
+        with self.mutex:
+            self.rests.append(me)
+            if any(d.thread is me for d in self.dispatchers) or me.name.startswith("ticklock-worker"):
+                self.errors.append(f"a batch's rest runs on {me.name}")
+        self._ran(fires, many=True, defer=False)
 
     # -- steps --------------------------------------------------------------------------------------------
     def _on_dispatcher(self, step: Callable[[], object]) -> None:
@@ -244,8 +293,9 @@ class PoolModel(RuleBasedStateMachine):
         self._settled()
 
     def _settled(self) -> None:
-        """Wait until no fire handed over waits, unless it is behind a handler that hangs (in a batch, or in
-        the run that hangs itself) or was handed back, and until busy counts the threads that hang."""
+        """Wait until no fire handed over waits, unless it was handed back, or every worker hangs, or it is
+        behind a handler that hangs (in a batch, or the one that hangs itself) while no rest can be handed
+        over; and until busy counts the threads that hang."""
         flushed = [name for names in self.hand_overs for name in names]
         assert wait_until(lambda: not self._waiting(flushed), PATIENCE), f"waiting: {self._waiting(flushed)}"
         if not self.stopped:  # a stop's workers end: busy then counts only what still runs
@@ -265,10 +315,14 @@ class PoolModel(RuleBasedStateMachine):
         with self.mutex:
             if self._workers_hung() + self.unreplaced >= WORKERS:
                 return []  # none is free: whatever is queued waits
+            # a rest is handed over while the pool takes fires and fewer than ``workers`` rests run
+            kept = self.closed or sum(1 for t in self.rests if t.is_alive()) >= WORKERS
             return [
                 name
                 for name in names
-                if not (given := self.given[name]).started and not given.returned and not self._behind_a_hung_one(name)
+                if not (given := self.given[name]).started
+                and not given.returned
+                and not (kept and self._behind_a_hung_one(name))
             ]
 
     def _workers_hung(self) -> int:
@@ -394,6 +448,7 @@ class PoolModel(RuleBasedStateMachine):
         event(f"caller batches: {min(len(self.caller_batches), 3)}")
         event(f"fires kept off a relieved caller: {min(sum(g.not_on_caller for g in self.given.values()), 2)}")
         event(f"threads reported stuck: {min(len(self.reported), 2)}")
+        event(f"rests handed over: {min(len(self.rests), 2)}")
         event(f"closed {self.closed}, drained {self.drained}, stopped with runs hanging {self.stopped}")
         try:
             if self.unflushed and not self.current.retired:

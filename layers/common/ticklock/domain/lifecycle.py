@@ -150,14 +150,19 @@ class _Ready:
     done: Execution | None = None  # as finalised
 
 
-@dataclass
+@dataclass(eq=False)
 class _Batch:
     """The recorded fires of a batch: the ones from ``next`` on are still to run, ``ran`` wait for their
-    final write. One thread has it at a time: the worker, or the take-over of a run past its deadline."""
+    final write, ``since`` (monotonic) is when the latest began. One thread drives it at a time (the worker,
+    or the take-over of a run past its deadline), taking each fire under ``lock``; ``take_stalled`` takes
+    the rest away under it (``handed``) while a run holds that thread up."""
 
     items: list[_Ready]
     next: int = 0
     ran: list[tuple[_Ready, RunOutcome]] = field(default_factory=list)
+    since: float = field(default_factory=time.monotonic)
+    handed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _done(execution: Execution, outcome: RunOutcome, now: datetime) -> Execution:
@@ -286,6 +291,7 @@ class TaskRunner:
         self._deferred_runs = 0
         self._deferred_mutex = threading.Lock()
         self._quick: dict[str, bool] = {}
+        self._driving: dict[int, _Batch] = {}  # thread ident: the batch it drives (``take_stalled``)
 
     def run(self, fire: Fire) -> Outcome:
         job = fire.job
@@ -472,11 +478,28 @@ class TaskRunner:
 
     def _drive(self, batch: _Batch, *, defer: bool = False) -> bool:
         """Run what is left of ``batch``, then write the final states of its runs together (or, with
-        ``defer``, leave them to ``finish_deferred``). False if a run outlived its deadline: its take-over
-        concluded it and went on with the rest (and wrote them)."""
-        while batch.next < len(batch.items):
-            item = batch.items[batch.next]
-            batch.next += 1
+        ``defer``, leave them to ``finish_deferred``). False if a run outlived its deadline (its take-over
+        concluded it and went on with the rest, and wrote them) or held this thread up until the rest was
+        handed to another (``take_stalled``)."""
+        me = threading.get_ident()
+        outer = self._driving.get(me)
+        self._driving[me] = batch
+        try:
+            return self._drive_here(batch, defer=defer)
+        finally:
+            if outer is None:
+                del self._driving[me]
+            else:
+                self._driving[me] = outer
+
+    def _drive_here(self, batch: _Batch, *, defer: bool) -> bool:
+        while True:
+            with batch.lock:
+                if batch.next >= len(batch.items):
+                    break
+                item = batch.items[batch.next]
+                batch.next += 1
+                batch.since = time.monotonic()
             if not self._on_time(item):
                 continue
 
@@ -502,13 +525,55 @@ class TaskRunner:
                 continue
             # the run is over: the lock goes now, as in ``_conclude``
             self._let_go(item)
-            batch.ran.append((item, outcome))
+            with batch.lock:
+                batch.ran.append((item, outcome))
+        with batch.lock:
+            ran, batch.ran = batch.ran, []
+            handed = batch.handed
         if defer:
-            self._defer(batch.ran)
+            self._defer(ran)
         else:
             self.finish_deferred()  # the runs ended before these are written first
-            self._finish_many(batch.ran)
-        return True
+            self._finish_many(ran)
+        return not handed
+
+    def take_stalled(self, after: float, most: int) -> list[Callable[[], object]]:
+        """The rest of each batch (up to ``most``) whose current run has lasted ``after`` seconds (a quick
+        handler that hangs), taken from the thread it holds up: the fires not begun, and the runs ended
+        before (their final writes, on which their jobs' next fires wait), each as a callable that drives
+        them on the thread that calls it. The held-up thread finishes its own run alone, when it ends. So a
+        fire does not wait for the run of another job's handler until that one's deadline (its take-over)."""
+        now = time.monotonic()
+        rests: list[Callable[[], object]] = []
+        batches = {id(batch): batch for batch in self._driving.copy().values()}
+        for batch in batches.values():
+            if len(rests) >= most:
+                break
+            with batch.lock:
+                if now - batch.since < after or (batch.next >= len(batch.items) and not batch.ran):
+                    continue
+                rest = _Batch(batch.items[batch.next :], ran=batch.ran)
+                del batch.items[batch.next :]
+                batch.ran, batch.handed = [], True
+                held = batch.items[batch.next - 1].fields if batch.next else {}
+            log.warning(
+                "batch.handed_off",
+                extra={
+                    **held,
+                    "seconds": round(now - batch.since, 3),
+                    "fires": len(rest.items),
+                    "ran": len(rest.ran),
+                },
+            )
+            rests.append(functools.partial(self._drive_rest, rest))
+        return rests
+
+    def _drive_rest(self, rest: _Batch) -> None:
+        """The rest of a batch, taken from a thread held up (``take_stalled``), on the caller's thread."""
+        try:
+            self._drive(rest)
+        except Exception:  # a thread of its own: nothing above it to catch
+            log.exception("batch.rest_crashed", extra={"fires": len(rest.items)})
 
     def _defer(self, ran: list[tuple[_Ready, RunOutcome]]) -> None:
         """Keep ``ran`` to be finished with the batches after it, as of now (its runs' end). The first runs

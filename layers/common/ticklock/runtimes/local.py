@@ -79,6 +79,7 @@ class LocalService:
             batchable=self.runner.batchable,
             finish_deferred=self.runner.finish_deferred,
             caller_runs=True,  # the dispatcher runs a hand-over of a few quick fires itself: no wake-ups
+            take_stalled=self.runner.take_stalled,  # a batch held up by a run that hangs: the rest goes on
         )
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.pool.on_relieve = self._relieve  # and a dispatcher held up running quick fires, at once

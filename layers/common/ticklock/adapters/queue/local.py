@@ -15,6 +15,12 @@ spread load hands over a few fires every few milliseconds; each such group cost 
 so a caller's run that lasts more than ``relieve_after`` seconds (a quick handler that hangs) is reported
 to ``on_relieve`` with the caller's thread, which then starts another dispatcher in its place
 (``LocalService``); the fires of that run's handlers go to the workers from then on, until it ends.
+
+``take_stalled`` (the runner's): a batch, a worker's or a caller's, whose current run has lasted
+``relieve_after`` seconds is taken apart by the same watch: the rest of it (the fires not begun, the runs
+ended and not yet written) goes on a thread of its own, so that no fire waits for another job's run that
+hangs until that one's deadline. At most ``workers`` such threads run at once; each counts as busy, is
+waited for by ``stop``, and is itself taken apart if one of its runs hangs.
 """
 
 from __future__ import annotations
@@ -215,6 +221,7 @@ class WorkerPool:
         finish_deferred: Callable[[], object] = lambda: None,
         caller_runs: bool = False,
         relieve_after: float = RELIEVE_AFTER,
+        take_stalled: Callable[[float, int], Sequence[Callable[[], object]]] | None = None,
     ) -> None:
         """``stall`` and ``monotonic``: when a running worker counts as slow, and its clock (``_Inbox``).
         ``run_many``: a worker that takes a ``batchable`` fire takes the batchable ones queued behind it
@@ -222,8 +229,8 @@ class WorkerPool:
         when more fires are queued behind them, so that their final writes may wait for those
         (``TaskRunner.run_many``); ``finish_deferred`` writes what waits, and a worker calls it whenever it
         finds the queue empty, before it waits for more, and before it runs a fire alone.
-        ``caller_runs`` and ``relieve_after``: see the module's docstring; ``on_relieve`` is set by the
-        caller's owner."""
+        ``caller_runs``, ``relieve_after`` and ``take_stalled``: see the module's docstring; ``on_relieve``
+        is set by the caller's owner."""
         self._run = run
         self._run_many = run_many
         self._finish_deferred = finish_deferred
@@ -245,6 +252,9 @@ class WorkerPool:
         self._held: list[Fire] = []
         self._spilled = False  # this hand-over put fires in the queue: the rest follow them (until ``flush``)
         self._callers: dict[threading.Thread, _CallerRun] = {}
+        self._take_stalled = take_stalled if run_many is not None else None
+        self._rests: dict[threading.Thread, _CallerRun] = {}  # threads running the rest of a batch held up
+        self._rest_names = itertools.count()
         self._unheld: set[str] = set()
         self._relief = threading.Condition()
         self._relief_idle = True
@@ -253,7 +263,7 @@ class WorkerPool:
         with self._mutex:
             for _ in range(workers):
                 self._start_worker()
-        if self.caller_runs:
+        if self.caller_runs or self._take_stalled is not None:
             threading.Thread(target=self._watch_callers, name="ticklock-pool-relief", daemon=True).start()
 
     def _start_worker(self) -> None:
@@ -267,7 +277,7 @@ class WorkerPool:
         counts as busy or as a worker, and another takes its place while the pool runs. (A caller running
         its fires was relieved before this: it only stops counting as busy.)"""
         with self._mutex:
-            run = self._callers.get(thread)
+            run = self._callers.get(thread) or self._rests.get(thread)
             if run is not None and run.counted:
                 run.counted = False
                 self._busy -= 1
@@ -333,10 +343,7 @@ class WorkerPool:
         with self._mutex:
             self._busy += 1
             self._callers[me] = run
-        with self._relief:
-            self._last_run = run.since
-            if self._relief_idle:
-                self._relief.notify()
+        self._watched(run.since)
         assert self._run_many is not None  # ``caller_runs`` holds fires only with it
         try:
             self._run_many(held, defer=False)
@@ -350,25 +357,33 @@ class WorkerPool:
                 if run.relieved:
                     self._unheld -= run.handlers
 
+    def _watched(self, since: float) -> None:
+        """A batch began at ``since``: the relief's watch looks at the runs from now on (``_watch_callers``)."""
+        with self._relief:
+            self._last_run = since
+            if self._relief_idle:
+                self._relief.notify()
+
     def running_caller(self, thread: threading.Thread) -> bool:
         """Whether ``thread`` is running fires it handed over (``caller_runs``)."""
         with self._mutex:
             return thread in self._callers
 
     def _watch_callers(self) -> None:
-        """The relief's watch: every half ``relieve_after`` while callers run their fires (and for
-        RELIEF_IDLE after the last began, or while one runs), a caller whose run has lasted
+        """The relief's watch: every half ``relieve_after`` while batches run (and for RELIEF_IDLE after
+        the last began, or while a caller runs its fires), a caller whose run has lasted
         ``relieve_after`` is reported to ``on_relieve``, once, and its handlers' fires go to the workers
-        until it ends. Polled, not told of each run: being told would cost the wake-up per hand-over that a
-        caller's run is there to save. ``on_relieve`` is called under the pool's mutex, with the run still
-        registered: the run cannot end (``flush`` cannot return to the caller) until its relief is in
-        place, so the caller, on its return, finds itself replaced (no two dispatchers at once)."""
+        until it ends; and the rest of any batch held up that long goes to a thread of its own
+        (``take_stalled``). Polled, not told of each run: being told would cost the wake-up per hand-over
+        that a caller's run is there to save. ``on_relieve`` is called under the pool's mutex, with the run
+        still registered: the run cannot end (``flush`` cannot return to the caller) until its relief is
+        in place, so the caller, on its return, finds itself replaced (no two dispatchers at once)."""
         every = self._relieve_after / 2
         while True:
             with self._relief:
                 if self._closed:
                     return
-                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers:
+                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers and not self._rests:
                     self._relief_idle = True
                     self._relief.wait()
                     self._relief_idle = False
@@ -393,6 +408,37 @@ class WorkerPool:
                         self.on_relieve(run.thread)
                     except Exception:
                         log.exception("pool.on_relieve_failed")
+            self._hand_off_stalled()
+
+    def _hand_off_stalled(self) -> None:
+        """The watch's second half: each batch's rest that ``take_stalled`` gives, on a thread of its own,
+        counted as busy (up to ``workers`` such threads at once; none once the pool stops taking fires)."""
+        if self._take_stalled is None or self._queue.refusing:
+            return
+        with self._mutex:
+            room = self.workers - len(self._rests)
+        if room <= 0:
+            return
+        for rest in self._take_stalled(self._relieve_after, room):
+            thread = threading.Thread(
+                target=self._run_rest, args=(rest,), name=f"ticklock-batch-rest-{next(self._rest_names)}", daemon=True
+            )
+            with self._mutex:
+                self._busy += 1
+                self._rests[thread] = _CallerRun(thread, self._monotonic(), set())
+            thread.start()
+
+    def _run_rest(self, rest: Callable[[], object]) -> None:
+        me = threading.current_thread()
+        try:
+            rest()
+        except Exception:
+            log.exception("worker.crashed", extra={"rest": me.name})
+        finally:
+            with self._mutex:
+                run = self._rests.pop(me)
+                if run.counted:
+                    self._busy -= 1
 
     def depth(self) -> int:
         return self._queue.qsize()
@@ -416,7 +462,8 @@ class WorkerPool:
         while True:
             with self._mutex:  # a worker stuck meanwhile (``stuck``) is not waited for: its fire was finished
                 live = [t for t in self._threads if t.is_alive()]
-                callers = any(run.counted for run in self._callers.values())  # so is a relieved, stuck caller
+                # so is a relieved, stuck caller (or a batch's rest)
+                callers = any(run.counted for run in [*self._callers.values(), *self._rests.values()])
             left = ends_at - time.monotonic()
             if not live and not callers:
                 self._queue.close()
@@ -463,6 +510,8 @@ class WorkerPool:
                 if self._run_many is not None and self._batchable(item):
                     more = self._queue.take_more(self._batchable, self._batch - 1)
                     if more:
+                        if self._take_stalled is not None:
+                            self._watched(self._monotonic())
                         self._run_many([item, *more], defer=self._queue.qsize() > 0)
                         continue
                 self._finish_deferred_safely()

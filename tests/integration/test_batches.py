@@ -350,6 +350,51 @@ def test_a_batch_whose_last_run_hangs_hands_over_only_the_final_writes_before_it
     assert len(inline.metrics.finished) == 3
 
 
+def test_the_fires_to_run_alone_after_a_batch_go_with_its_rest(inline: Harness) -> None:
+    # a hangs; b is the batch's, c and d run alone after it (retries: not batchable), c hanging too. The
+    # rest of a's batch takes b, c and d; the rest of that one, while c hangs, takes d
+    gates = {name: threading.Event() for name in "ac"}
+    runs: list[tuple[str, threading.Thread]] = []
+
+    def handler(ctx: Any) -> None:
+        runs.append((ctx.job_name, threading.current_thread()))
+        if ctx.job_name in gates:
+            gates[ctx.job_name].wait(10)
+
+    inline.registry.register("test.maybe_hang", handler)
+    for name in "abcd":
+        inline.add("test.maybe_hang", name=name, timeout=30, max_retries=0 if name in "ab" else 1)
+    fires = sorted(inline.claim(at_least=4), key=lambda f: f.job.name)
+    runner = inline.runner()
+    quick(runner, "test.maybe_hang")
+    assert [runner.batchable(f) for f in fires] == [True, True, False, False]
+    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    rests: list[threading.Thread] = []
+    try:
+        worker.start()
+        assert wait_until(lambda: [name for name, _ in runs] == ["a"])
+        [rest] = runner.take_stalled(0.0, 10)
+        rests.append(threading.Thread(target=rest, daemon=True))
+        rests[0].start()
+        assert wait_until(lambda: [name for name, _ in runs] == ["a", "b", "c"])
+        [rest] = runner.take_stalled(0.0, 10)
+        rests.append(threading.Thread(target=rest, daemon=True))
+        rests[1].start()
+        rests[1].join(10)
+        assert [name for name, _ in runs] == ["a", "b", "c", "d"]
+        assert [thread for _, thread in runs] == [worker, rests[0], rests[0], rests[1]]
+        assert statuses(inline, fires) == ["running", "success", "running", "success"]
+    finally:
+        for gate in gates.values():
+            gate.set()
+    worker.join(10)
+    rests[0].join(10)
+    assert statuses(inline, fires) == ["success"] * 4
+    assert len(inline.metrics.finished) == 4
+    for fire in fires:
+        assert inline.store.get_job(fire.job.id).lease is None
+
+
 def test_a_batch_not_held_up_is_not_taken_apart(fake: Harness) -> None:
     # between fires, and once its runs are written, a batch has nothing a stall could hand over
     fires = claimed(fake, 3)

@@ -153,14 +153,18 @@ class _Ready:
 @dataclass(eq=False)
 class _Batch:
     """The recorded fires of a batch: the ones from ``next`` on are still to run, ``ran`` wait for their
-    final write, ``since`` (monotonic) is when the latest began. One thread drives it at a time (the worker,
-    or the take-over of a run past its deadline), taking each fire under ``lock``; ``take_stalled`` takes
-    the rest away under it (``handed``) while a run holds that thread up."""
+    final write, ``alone`` (with their places in ``outcomes``) run through ``run`` after them; ``since``
+    (monotonic) is when the latest fire began, ``current`` its fields. One thread drives it at a time (the
+    worker, or the take-over of a run past its deadline), taking each fire under ``lock``;
+    ``take_stalled`` takes the rest away under it (``handed``) while a run holds that thread up."""
 
     items: list[_Ready]
     next: int = 0
     ran: list[tuple[_Ready, RunOutcome]] = field(default_factory=list)
+    alone: list[tuple[int, Fire]] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     since: float = field(default_factory=time.monotonic)
+    current: dict[str, Any] = field(default_factory=dict)
     handed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -408,8 +412,9 @@ class TaskRunner:
         their records written in one store write and their final states in one: under a burst each fire
         then shares its two commits with the batch. A fire off the common path (its lock held, its lease
         short, late, an execution of it there already) goes through ``run`` after the batch. A run that
-        outlives its deadline is concluded by its take-over, which goes on with the rest of the batch; the
-        outcomes returned are then the ones known (the rest are empty). The batch's executions are recorded
+        outlives its deadline is concluded by its take-over, which goes on with the rest of the batch, and a
+        run that lasts a while may see the rest taken to another thread (``take_stalled``); the outcomes
+        returned are then the ones known (the rest are empty). The batch's executions are recorded
         with one ``started_at``: a fire's handler starts after those before it in the batch (quick ones, a
         few milliseconds in all), and one held up longer is stamped afresh (``_on_time``).
 
@@ -437,7 +442,7 @@ class TaskRunner:
                 started = self.store.start_executions([item.execution for _, item in ready])
             except Exception as exc:  # noqa: BLE001 - each fire then goes the single path, and meets it there
                 log.warning("batch.record_failed", extra={"fires": len(ready), "error": f"{type(exc).__name__}: {exc}"})
-        batch, places = _Batch([]), []
+        batch, places = _Batch([], outcomes=outcomes), []
         for k, (i, item) in enumerate(ready):
             if k >= len(started) or not started[k].created:  # not recorded, or recorded before: on its own
                 self._let_go(item)
@@ -447,18 +452,10 @@ class TaskRunner:
             self._recorded(item.fire, item.handler, item.execution, item.fields, now)
             batch.items.append(item)
             places.append(i)
-        if batch.items and self._drive(batch, defer=defer):
+        batch.alone = [(i, fires[i]) for i in sorted(alone)]
+        if self._drive(batch, defer=defer):
             for i, item in zip(places, batch.items, strict=True):
                 outcomes[i] = Outcome(execution=item.done or item.execution)
-        if alone:
-            # a fire on its own may wait (a held lock, a slow run, a take-over that retires this worker):
-            # what waits is written first, not left behind it
-            self.finish_deferred()
-        for i in sorted(alone):
-            try:
-                outcomes[i] = self.run(fires[i])
-            except Exception:
-                log.exception("fire.crashed", extra=_fields(fires[i]))
         return outcomes
 
     def _ready(self, fire: Fire, now: datetime) -> _Ready | None:
@@ -499,7 +496,7 @@ class TaskRunner:
                     break
                 item = batch.items[batch.next]
                 batch.next += 1
-                batch.since = time.monotonic()
+                batch.since, batch.current = time.monotonic(), item.fields
             if not self._on_time(item):
                 continue
 
@@ -529,20 +526,41 @@ class TaskRunner:
                 batch.ran.append((item, outcome))
         with batch.lock:
             ran, batch.ran = batch.ran, []
-            handed = batch.handed
         if defer:
             self._defer(ran)
         else:
             self.finish_deferred()  # the runs ended before these are written first
             self._finish_many(ran)
-        return not handed
+        self._run_alone(batch)
+        with batch.lock:
+            return not batch.handed
+
+    def _run_alone(self, batch: _Batch) -> None:
+        """The fires of ``batch`` off the common path, each through ``run``, after the batch's own."""
+        first = True
+        while True:
+            with batch.lock:
+                if not batch.alone:
+                    return
+                i, fire = batch.alone.pop(0)
+                batch.since, batch.current = time.monotonic(), _fields(fire)
+            if first:
+                # a fire on its own may wait (a held lock, a slow run, a take-over that retires this
+                # thread): what waits is written first, not left behind it
+                self.finish_deferred()
+                first = False
+            try:
+                batch.outcomes[i] = self.run(fire)
+            except Exception:
+                log.exception("fire.crashed", extra=_fields(fire))
 
     def take_stalled(self, after: float, most: int) -> list[Callable[[], object]]:
         """The rest of each batch (up to ``most``) whose current run has lasted ``after`` seconds (a quick
-        handler that hangs), taken from the thread it holds up: the fires not begun, and the runs ended
-        before (their final writes, on which their jobs' next fires wait), each as a callable that drives
-        them on the thread that calls it. The held-up thread finishes its own run alone, when it ends. So a
-        fire does not wait for the run of another job's handler until that one's deadline (its take-over)."""
+        handler that hangs), taken from the thread it holds up: the fires not begun (the batch's and those
+        to run alone after it), and the runs ended before (their final writes, on which their jobs' next
+        fires wait), each as a callable that drives them on the thread that calls it. The held-up thread
+        finishes its own run alone, when it ends. So a fire does not wait for the run of another job's
+        handler until that one's deadline (its take-over)."""
         now = time.monotonic()
         rests: list[Callable[[], object]] = []
         batches = {id(batch): batch for batch in self._driving.copy().values()}
@@ -550,12 +568,12 @@ class TaskRunner:
             if len(rests) >= most:
                 break
             with batch.lock:
-                if now - batch.since < after or (batch.next >= len(batch.items) and not batch.ran):
+                if now - batch.since < after or (batch.next >= len(batch.items) and not (batch.ran or batch.alone)):
                     continue
-                rest = _Batch(batch.items[batch.next :], ran=batch.ran)
+                rest = _Batch(batch.items[batch.next :], ran=batch.ran, alone=batch.alone, outcomes=batch.outcomes)
                 del batch.items[batch.next :]
-                batch.ran, batch.handed = [], True
-                held = batch.items[batch.next - 1].fields if batch.next else {}
+                batch.ran, batch.alone, batch.handed = [], [], True
+                held = batch.current
             log.warning(
                 "batch.handed_off",
                 extra={
@@ -563,6 +581,7 @@ class TaskRunner:
                     "seconds": round(now - batch.since, 3),
                     "fires": len(rest.items),
                     "ran": len(rest.ran),
+                    "alone": len(rest.alone),
                 },
             )
             rests.append(functools.partial(self._drive_rest, rest))

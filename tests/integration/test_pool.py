@@ -563,3 +563,26 @@ def test_rests_are_bounded_by_the_workers_and_none_once_the_pool_stops_taking_fi
         recorder.gate.set()
         stalls.gate.set()
     assert pool.stop(5)
+
+
+def test_a_take_stalled_that_fails_leaves_the_watch_relieving_callers() -> None:
+    failures: list[int] = []
+
+    def take_stalled(after: float, most: int) -> list[object]:
+        failures.append(most)
+        raise RuntimeError("the runner failed")
+
+    recorder = Recorder()
+    pool = caller_pool(recorder, relieve_after=0.05, take_stalled=take_stalled)
+    relieved: list[threading.Thread] = []
+    pool.on_relieve = relieved.append
+    try:
+        hand_over(pool, "quick")  # the watch wakes for the runs from now on, and asks take_stalled each round
+        assert wait_until(lambda: len(failures) >= 3, timeout=5)
+        caller = threading.Thread(target=hand_over, args=(pool, "hangs"))
+        caller.start()
+        assert wait_until(lambda: relieved == [caller], timeout=5)  # the watch went on
+    finally:
+        recorder.gate.set()
+    caller.join(5)
+    assert pool.stop(5)

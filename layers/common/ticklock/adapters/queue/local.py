@@ -419,7 +419,12 @@ class WorkerPool:
             room = self.workers - len(self._rests)
         if room <= 0:
             return
-        for rest in self._take_stalled(self._relieve_after, room):
+        try:
+            rests = self._take_stalled(self._relieve_after, room)
+        except Exception:  # the watch must go on: a caller's relief depends on it
+            log.exception("pool.take_stalled_failed")
+            return
+        for rest in rests:
             thread = threading.Thread(
                 target=self._run_rest, args=(rest,), name=f"ticklock-batch-rest-{next(self._rest_names)}", daemon=True
             )

@@ -248,6 +248,19 @@ class PoolModel(RuleBasedStateMachine):
         self._submit("slow", hangs=False)
         self.flush()
 
+    @precondition(lambda self: self._closed_gates() == 0 and not self.closed)
+    @rule()
+    def hold_up_a_batch_twice(self) -> None:
+        """A hand-over of more than a batch (the workers'), its first two fires hanging: the rest of the
+        batch they share goes on elsewhere, then the rest of that; the first is let go, leaving the second
+        hanging on a thread the pool started for a rest (unless the workers took them apart otherwise)."""
+        first = len(self.order)
+        for hangs in (True, True, False, False):
+            self._submit("quick-a", hangs=hangs)
+        self.flush()
+        self.given[self.order[first]].gate.set()  # type: ignore[union-attr]
+        self._settled()
+
     def _submit(self, handler: str, *, hangs: bool) -> None:
         name = f"f{len(self.order)}"
         given = Given(manual_fire_of(name, handler), handler, self.current, threading.Event() if hangs else None)

@@ -487,12 +487,16 @@ def test_once_a_hand_over_spills_into_the_queue_its_later_fires_follow_even_if_t
 
 class Stalls:
     """A runner's ``take_stalled`` for a pool: records each call; hands over one rest, once armed, that
-    runs until ``gate`` is set."""
+    runs until ``gate`` is set. ``taking``: an armed call waits until it is set before it returns (as
+    long as taking the rest and logging it can take)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, int]] = []
         self.armed = threading.Event()
         self.gate = threading.Event()
+        self.taking = threading.Event()
+        self.taking.set()
+        self.inside = threading.Event()
         self.threads: list[threading.Thread] = []
 
     def take_stalled(self, after: float, most: int) -> list[object]:
@@ -500,6 +504,8 @@ class Stalls:
         if not self.armed.is_set():
             return []
         self.armed.clear()
+        self.inside.set()
+        self.taking.wait(10)
         return [self.rest]
 
     def rest(self) -> None:
@@ -585,4 +591,83 @@ def test_a_take_stalled_that_fails_leaves_the_watch_relieving_callers() -> None:
     finally:
         recorder.gate.set()
     caller.join(5)
+    assert pool.stop(5)
+
+
+def stalling_pool(recorder: Recorder, stalls: Stalls) -> WorkerPool:
+    """One worker; a hand-over of fires named ``hangs`` and ``behind`` runs as its batch, held up."""
+    pool = WorkerPool(
+        recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
+        relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
+    )  # fmt: skip
+    recorder.pool = pool
+    for each in [fire("hangs"), fire("behind")]:
+        pool.submit(each)
+    assert recorder.entered.wait(5)
+    return pool
+
+
+def test_a_stop_that_begins_while_a_rest_is_being_taken_waits_for_it() -> None:
+    # the rest is taken from the runner (and so from the held-up thread) before its thread is counted: a
+    # stop that sees no worker and no rest in between must not return then, or the rest would run after it
+    recorder, stalls = Recorder(), Stalls()
+    stalls.taking.clear()
+    pool = stalling_pool(recorder, stalls)
+    try:
+        stalls.armed.set()
+        assert stalls.inside.wait(5)  # the watch is taking the rest
+        recorder.gate.set()  # the held-up run ends: the worker is free, and takes its stop
+        pool.close_intake()
+        assert not pool.stop(0.3)
+        stalls.taking.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)  # the rest runs, counted
+        assert pool.busy() == 1 and not pool.stop(0.2)
+        stalls.gate.set()
+        assert pool.stop(5)
+    finally:
+        recorder.gate.set()
+        stalls.taking.set()
+        stalls.gate.set()
+    assert pool.busy() == 0
+
+
+def test_a_rest_whose_thread_cannot_start_runs_on_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    start = threading.Thread.start
+
+    def refusing(thread: threading.Thread) -> None:
+        if thread.name.startswith("ticklock-batch-rest-"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    recorder, stalls = Recorder(), Stalls()
+    pool = stalling_pool(recorder, stalls)
+    monkeypatch.setattr(threading.Thread, "start", refusing)
+    try:
+        stalls.gate.set()  # the rest returns at once
+        stalls.armed.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
+        assert stalls.threads[0].name == "ticklock-pool-relief"  # run by the watch itself
+        assert wait_until(lambda: pool.busy() == 1, timeout=5)  # the held-up worker only: nothing left counted
+        stalls.armed.set()  # and the watch goes on
+        assert wait_until(lambda: len(stalls.threads) == 2, timeout=5)
+    finally:
+        recorder.gate.set()
+    assert pool.stop(5)
+    assert pool.busy() == 0
+
+
+def test_a_rest_reported_stuck_gives_its_room_back() -> None:
+    recorder, stalls = Recorder(), Stalls()
+    pool = stalling_pool(recorder, stalls)
+    try:
+        stalls.armed.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
+        seen = len(stalls.calls)
+        time.sleep(0.2)
+        assert len(stalls.calls) == seen  # the one rest fills the room (one worker)
+        pool.stuck(stalls.threads[0])  # its handler given up past its deadline: it no longer counts
+        assert wait_until(lambda: len(stalls.calls) > seen and stalls.calls[-1] == (0.05, 1), timeout=5)
+    finally:
+        recorder.gate.set()
+        stalls.gate.set()
     assert pool.stop(5)

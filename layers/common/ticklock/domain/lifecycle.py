@@ -154,17 +154,19 @@ class _Ready:
 class _Batch:
     """The recorded fires of a batch: the ones from ``next`` on are still to run, ``ran`` wait for their
     final write, ``alone`` (with their places in ``outcomes``) run through ``run`` after them; ``since``
-    (monotonic) is when the latest fire began, ``current`` its fields. One thread drives it at a time (the
-    worker, or the take-over of a run past its deadline), taking each fire under ``lock``;
-    ``take_stalled`` takes the rest away under it (``handed``) while a run holds that thread up."""
+    (monotonic) is when the run going on began (``inf`` between runs: a store write or a lock's release
+    is not a hang), ``current`` its fire. One thread drives it at a time (the worker, or the take-over
+    of a run past its deadline), taking each fire under ``lock``; ``take_stalled`` takes the rest away
+    under it (``handed``) while a run holds that thread up. Only the thread driving it sets ``since``
+    (a float's store: atomic under the GIL)."""
 
     items: list[_Ready]
     next: int = 0
     ran: list[tuple[_Ready, RunOutcome]] = field(default_factory=list)
     alone: list[tuple[int, Fire]] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
-    since: float = field(default_factory=time.monotonic)
-    current: dict[str, Any] = field(default_factory=dict)
+    since: float = math.inf
+    current: _Ready | Fire | None = None
     handed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -490,15 +492,19 @@ class TaskRunner:
                 self._driving[me] = outer
 
     def _drive_here(self, batch: _Batch, *, defer: bool) -> bool:
+        ended: tuple[_Ready, RunOutcome] | None = None  # the last run, put in ``ran`` as the next is taken
         while True:
             with batch.lock:
+                if ended is not None:
+                    batch.ran.append(ended)
+                    ended = None
                 if batch.next >= len(batch.items):
                     break
                 item = batch.items[batch.next]
                 batch.next += 1
-                batch.since, batch.current = time.monotonic(), item.fields
             if not self._on_time(item):
                 continue
+            batch.current, batch.since = item, time.monotonic()
 
             def conclude(outcome: RunOutcome, item: _Ready = item) -> None:
                 # the take-over's thread: this run on its own, then the rest of the batch
@@ -510,20 +516,21 @@ class TaskRunner:
             try:
                 outcome = self._run(item.fire, item.handler, item.execution, item.fields, conclude)
                 if outcome.taken_over:
-                    return False
+                    return False  # the take-over drives the batch now (``since`` is its to set)
+                batch.since = math.inf
                 if outcome.status is ExecutionStatus.INTERRUPTED or outcome.abandoned:
                     item.done = self._conclude(
                         item.fire, item.execution, outcome, item.fields, item.key, item.token, advance=True
                     )
                     continue
             except Exception:  # as a worker's crash in ``run``: the others of the batch go on
+                batch.since = math.inf
                 log.exception("fire.crashed", extra=item.fields)
                 self._let_go(item)
                 continue
             # the run is over: the lock goes now, as in ``_conclude``
             self._let_go(item)
-            with batch.lock:
-                batch.ran.append((item, outcome))
+            ended = (item, outcome)
         with batch.lock:
             ran, batch.ran = batch.ran, []
         if defer:
@@ -540,10 +547,13 @@ class TaskRunner:
         first = True
         while True:
             with batch.lock:
+                batch.since = math.inf
                 if not batch.alone:
                     return
                 i, fire = batch.alone.pop(0)
-                batch.since, batch.current = time.monotonic(), _fields(fire)
+                # the whole of ``run``: a fire that waits there (for a lock held elsewhere, up to LOCK_WAIT)
+                # holds up the ones after it as a run that hangs does
+                batch.current, batch.since = fire, time.monotonic()
             if first:
                 # a fire on its own may wait (a held lock, a slow run, a take-over that retires this
                 # thread): what waits is written first, not left behind it
@@ -568,17 +578,19 @@ class TaskRunner:
             if len(rests) >= most:
                 break
             with batch.lock:
-                if now - batch.since < after or (batch.next >= len(batch.items) and not (batch.ran or batch.alone)):
+                seconds = now - batch.since  # read once: its driver sets it without the lock
+                if seconds < after or (batch.next >= len(batch.items) and not (batch.ran or batch.alone)):
                     continue
                 rest = _Batch(batch.items[batch.next :], ran=batch.ran, alone=batch.alone, outcomes=batch.outcomes)
                 del batch.items[batch.next :]
                 batch.ran, batch.alone, batch.handed = [], [], True
-                held = batch.current
+                current = batch.current
+            held = current.fields if isinstance(current, _Ready) else _fields(current) if current else {}
             log.warning(
                 "batch.handed_off",
                 extra={
                     **held,
-                    "seconds": round(now - batch.since, 3),
+                    "seconds": round(seconds, 3),
                     "fires": len(rest.items),
                     "ran": len(rest.ran),
                     "alone": len(rest.alone),

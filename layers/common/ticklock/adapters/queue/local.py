@@ -254,6 +254,7 @@ class WorkerPool:
         self._callers: dict[threading.Thread, _CallerRun] = {}
         self._take_stalled = take_stalled if run_many is not None else None
         self._rests: dict[threading.Thread, _CallerRun] = {}  # threads running the rest of a batch held up
+        self._handing = False  # the watch is taking rests (``stop`` waits: they are to be counted)
         self._rest_names = itertools.count()
         self._unheld: set[str] = set()
         self._relief = threading.Condition()
@@ -383,7 +384,7 @@ class WorkerPool:
             with self._relief:
                 if self._closed:
                     return
-                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers and not self._rests:
+                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers and not self._resting():
                     self._relief_idle = True
                     self._relief.wait()
                     self._relief_idle = False
@@ -410,40 +411,58 @@ class WorkerPool:
                         log.exception("pool.on_relieve_failed")
             self._hand_off_stalled()
 
+    def _resting(self) -> int:
+        """Under ``_mutex`` or ``_relief`` (a read): the rests running, not reported stuck."""
+        return sum(1 for run in self._rests.values() if run.counted)
+
     def _hand_off_stalled(self) -> None:
         """The watch's second half: each batch's rest that ``take_stalled`` gives, on a thread of its own,
-        counted as busy (up to ``workers`` such threads at once; none once the pool stops taking fires)."""
-        if self._take_stalled is None or self._queue.refusing:
+        counted as busy (up to ``workers`` such threads at once, those reported stuck aside; none once the
+        pool stops taking fires: a stop that began waits for the rests taken meanwhile, ``_handing``)."""
+        if self._take_stalled is None:
             return
         with self._mutex:
-            room = self.workers - len(self._rests)
-        if room <= 0:
-            return
+            room = self.workers - self._resting()
+            if self._queue.refusing or room <= 0:
+                return
+            self._handing = True
         try:
-            rests = self._take_stalled(self._relieve_after, room)
+            for rest in self._take_stalled(self._relieve_after, room):
+                self._start_rest(rest)
         except Exception:  # the watch must go on: a caller's relief depends on it
             log.exception("pool.take_stalled_failed")
-            return
-        for rest in rests:
-            thread = threading.Thread(
-                target=self._run_rest, args=(rest,), name=f"ticklock-batch-rest-{next(self._rest_names)}", daemon=True
-            )
+        finally:
             with self._mutex:
-                self._busy += 1
-                self._rests[thread] = _CallerRun(thread, self._monotonic(), set())
-            thread.start()
+                self._handing = False
 
-    def _run_rest(self, rest: Callable[[], object]) -> None:
+    def _start_rest(self, rest: Callable[[], object]) -> None:
+        thread = threading.Thread(
+            target=self._run_rest, args=(rest,), name=f"ticklock-batch-rest-{next(self._rest_names)}", daemon=True
+        )
+        with self._mutex:
+            self._busy += 1
+            self._rests[thread] = _CallerRun(thread, self._monotonic(), set())
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: the watch runs it (its fires are recorded, their locks held)
+            log.exception("pool.rest_thread_failed")
+            with self._mutex:
+                del self._rests[thread]
+                self._busy -= 1
+            self._run_rest(rest, counted=False)
+
+    def _run_rest(self, rest: Callable[[], object], *, counted: bool = True) -> None:
         me = threading.current_thread()
         try:
             rest()
         except Exception:
             log.exception("worker.crashed", extra={"rest": me.name})
         finally:
-            with self._mutex:
-                run = self._rests.pop(me)
-                if run.counted:
-                    self._busy -= 1
+            if counted:
+                with self._mutex:
+                    run = self._rests.pop(me)
+                    if run.counted:
+                        self._busy -= 1
 
     def depth(self) -> int:
         return self._queue.qsize()
@@ -467,8 +486,9 @@ class WorkerPool:
         while True:
             with self._mutex:  # a worker stuck meanwhile (``stuck``) is not waited for: its fire was finished
                 live = [t for t in self._threads if t.is_alive()]
-                # so is a relieved, stuck caller (or a batch's rest)
-                callers = any(run.counted for run in [*self._callers.values(), *self._rests.values()])
+                # so is a relieved, stuck caller (or a batch's rest); rests being taken are to be waited for
+                runs = [*self._callers.values(), *self._rests.values()]
+                callers = self._handing or any(run.counted for run in runs)
             left = ends_at - time.monotonic()
             if not live and not callers:
                 self._queue.close()

@@ -416,7 +416,8 @@ class TaskRunner:
         short, late, an execution of it there already) goes through ``run`` after the batch. A run that
         outlives its deadline is concluded by its take-over, which goes on with the rest of the batch, and a
         run that lasts a while may see the rest taken to another thread (``take_stalled``); the outcomes
-        returned are then the ones known (the rest are empty). The batch's executions are recorded
+        returned are then the ones known (the rest are empty, or filled in later by the thread that runs
+        them: nothing in ``serve`` reads them). The batch's executions are recorded
         with one ``started_at``: a fire's handler starts after those before it in the batch (quick ones, a
         few milliseconds in all), and one held up longer is stamped afresh (``_on_time``).
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.factories import make_job, manual_fire
 from tests.support.waiting import wait_until
-from ticklock.adapters.queue.local import WorkerPool
+from ticklock.adapters.queue.local import RELIEF_IDLE, WorkerPool
 from ticklock.domain.jobs import Fire
 from ticklock.errors import QueueUnavailable
 
@@ -671,3 +671,23 @@ def test_a_rest_reported_stuck_gives_its_room_back() -> None:
         recorder.gate.set()
         stalls.gate.set()
     assert pool.stop(5)
+
+
+def test_a_workers_batch_is_watched_for_as_long_as_it_runs() -> None:
+    # the watch sleeps RELIEF_IDLE after the last batch began, unless one still runs: a run that hangs
+    # only after a while (a fire run alone after the batch, having waited for its job's lock) is seen too
+    recorder, stalls = Recorder(), Stalls()
+    pool = stalling_pool(recorder, stalls)
+    try:
+        time.sleep(RELIEF_IDLE + 0.3)
+        seen = len(stalls.calls)
+        assert wait_until(lambda: len(stalls.calls) > seen + 2, timeout=2)  # still asking
+        stalls.armed.set()
+        assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
+    finally:
+        recorder.gate.set()
+        stalls.gate.set()
+    assert pool.stop(5)
+    calls = len(stalls.calls)
+    time.sleep(0.2)
+    assert len(stalls.calls) == calls  # stopped: the watch asks no more

@@ -255,6 +255,7 @@ class WorkerPool:
         self._take_stalled = take_stalled if run_many is not None else None
         self._rests: dict[threading.Thread, _CallerRun] = {}  # threads running the rest of a batch held up
         self._handing = False  # the watch is taking rests (``stop`` waits: they are to be counted)
+        self._batching = 0  # workers' batches running (under ``_relief``): the watch stays awake for them
         self._rest_names = itertools.count()
         self._unheld: set[str] = set()
         self._relief = threading.Condition()
@@ -358,10 +359,12 @@ class WorkerPool:
                 if run.relieved:
                     self._unheld -= run.handlers
 
-    def _watched(self, since: float) -> None:
-        """A batch began at ``since``: the relief's watch looks at the runs from now on (``_watch_callers``)."""
+    def _watched(self, since: float, batches: int = 0) -> None:
+        """A batch began at ``since`` (``batches``: a worker's, counted until it ends): the relief's watch
+        looks at the runs from now on (``_watch_callers``)."""
         with self._relief:
             self._last_run = since
+            self._batching += batches
             if self._relief_idle:
                 self._relief.notify()
 
@@ -384,7 +387,8 @@ class WorkerPool:
             with self._relief:
                 if self._closed:
                     return
-                if self._monotonic() - self._last_run > RELIEF_IDLE and not self._callers and not self._resting():
+                idle = not (self._callers or self._batching or self._resting())
+                if idle and self._monotonic() - self._last_run > RELIEF_IDLE:
                     self._relief_idle = True
                     self._relief.wait()
                     self._relief_idle = False
@@ -517,6 +521,19 @@ class WorkerPool:
         except Exception:
             log.exception("worker.finish_deferred_failed")
 
+    def _run_batch(self, fires: list[Fire]) -> None:
+        """A worker's batch, watched while it runs (``take_stalled``)."""
+        assert self._run_many is not None
+        if self._take_stalled is None:
+            self._run_many(fires, defer=self._queue.qsize() > 0)
+            return
+        self._watched(self._monotonic(), batches=1)
+        try:
+            self._run_many(fires, defer=self._queue.qsize() > 0)
+        finally:
+            with self._relief:
+                self._batching -= 1
+
     def _work(self) -> None:
         me, done = threading.current_thread(), False
         while me not in self._retired:
@@ -535,9 +552,7 @@ class WorkerPool:
                 if self._run_many is not None and self._batchable(item):
                     more = self._queue.take_more(self._batchable, self._batch - 1)
                     if more:
-                        if self._take_stalled is not None:
-                            self._watched(self._monotonic())
-                        self._run_many([item, *more], defer=self._queue.qsize() > 0)
+                        self._run_batch([item, *more])
                         continue
                 self._finish_deferred_safely()
                 self._run(item)

@@ -513,17 +513,24 @@ class Stalls:
         self.gate.wait(10)
 
 
-def test_the_rest_of_a_workers_batch_held_up_runs_on_a_thread_of_its_own_counted_and_waited_for() -> None:
-    recorder, stalls = Recorder(), Stalls()
+def stalling_pool(recorder: Recorder, stalls: Stalls, *names: str) -> WorkerPool:
+    """One worker; a hand-over of fires named ``names`` (``hangs`` and ``behind`` if none) runs as its
+    batch, held up by the first."""
     pool = WorkerPool(
         recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
         relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
     )  # fmt: skip
     recorder.pool = pool
+    for each in [fire(name) for name in names or ("hangs", "behind")]:  # made first: submitted back to back
+        pool.submit(each)
+    assert recorder.entered.wait(5)
+    return pool
+
+
+def test_the_rest_of_a_workers_batch_held_up_runs_on_a_thread_of_its_own_counted_and_waited_for() -> None:
+    recorder, stalls = Recorder(), Stalls()
+    pool = stalling_pool(recorder, stalls, "hangs", "behind", "also-behind")  # the worker's batch, held up
     try:
-        for each in [fire("hangs"), fire("behind"), fire("also-behind")]:
-            pool.submit(each)
-        assert recorder.entered.wait(5)  # the worker's batch, held up
         assert wait_until(lambda: (0.05, 1) in stalls.calls, timeout=5)  # asked, with room for one rest
         stalls.armed.set()
         assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
@@ -545,15 +552,8 @@ def test_the_rest_of_a_workers_batch_held_up_runs_on_a_thread_of_its_own_counted
 
 def test_rests_are_bounded_by_the_workers_and_none_once_the_pool_stops_taking_fires() -> None:
     recorder, stalls = Recorder(), Stalls()
-    pool = WorkerPool(
-        recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
-        relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
-    )  # fmt: skip
-    recorder.pool = pool
+    pool = stalling_pool(recorder, stalls)
     try:
-        for each in [fire("hangs"), fire("behind")]:
-            pool.submit(each)
-        assert recorder.entered.wait(5)
         stalls.armed.set()
         assert wait_until(lambda: len(stalls.threads) == 1, timeout=5)
         seen = len(stalls.calls)
@@ -592,19 +592,6 @@ def test_a_take_stalled_that_fails_leaves_the_watch_relieving_callers() -> None:
         recorder.gate.set()
     caller.join(5)
     assert pool.stop(5)
-
-
-def stalling_pool(recorder: Recorder, stalls: Stalls) -> WorkerPool:
-    """One worker; a hand-over of fires named ``hangs`` and ``behind`` runs as its batch, held up."""
-    pool = WorkerPool(
-        recorder.run, workers=1, queue_size=8, run_many=recorder.run_many, batchable=lambda f: True,
-        relieve_after=0.05, take_stalled=stalls.take_stalled,  # type: ignore[arg-type]
-    )  # fmt: skip
-    recorder.pool = pool
-    for each in [fire("hangs"), fire("behind")]:
-        pool.submit(each)
-    assert recorder.entered.wait(5)
-    return pool
 
 
 def test_a_stop_that_begins_while_a_rest_is_being_taken_waits_for_it() -> None:

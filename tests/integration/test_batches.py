@@ -186,6 +186,21 @@ def test_fires_the_single_path_must_take_are_not_batchable(fake: Harness, change
     assert not runner.batchable(replace(fire, job=fire.job.with_changes(**change)))
 
 
+def batch_worker(h: Harness, fires: list[Fire]) -> tuple[TaskRunner, threading.Thread]:
+    """The harness's runner, ``test.maybe_hang`` quick to it, and a worker thread (not started) that runs
+    ``fires`` through its ``run_many``."""
+    runner = h.runner()
+    quick(runner, "test.maybe_hang")
+    return runner, threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+
+
+def all_final(h: Harness, fires: list[Fire]) -> bool:
+    """Every fire's execution is recorded and final. One reading: two could see no rows yet (vacuously
+    final) and then the ones just recorded."""
+    now = statuses(h, fires)
+    return len(now) == len(fires) and "running" not in now
+
+
 def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline: Harness) -> None:
     # the second of four fires hangs: its take-over finishes it as a timeout and runs the last two, while
     # the worker's thread is still held by the hung handler
@@ -206,18 +221,11 @@ def test_a_batched_run_past_its_deadline_is_taken_over_and_the_rest_go_on(inline
     inline.add("test.maybe_hang", name="d", timeout=0.3)
     fires += inline.claim(at_least=3)
     fires.sort(key=lambda f: f.job.name)
-    runner = inline.runner()
-    quick(runner, "test.maybe_hang")
-    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    _, worker = batch_worker(inline, fires)
     try:
         worker.start()
 
-        def all_final() -> bool:
-            # one reading: two could see no rows yet (vacuously final) and then the four just recorded
-            now = statuses(inline, fires)
-            return len(now) == 4 and "running" not in now
-
-        assert wait_until(all_final)
+        assert wait_until(lambda: all_final(inline, fires))
         assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
         assert worker.is_alive()  # still held by b's handler
         assert [name for name, _ in runs] == ["a", "b", "c", "d"]
@@ -256,9 +264,7 @@ def test_the_rest_of_a_batch_held_up_by_a_run_is_taken_to_another_thread(inline:
     # final write and c's and d's runs to a thread of their own, so none waits for b; b's thread writes
     # only b, when b returns
     fires, release, runs = four_with_b_hanging(inline, timeout=30)
-    runner = inline.runner()
-    quick(runner, "test.maybe_hang")
-    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    runner, worker = batch_worker(inline, fires)
     try:
         worker.start()
         assert wait_until(lambda: [name for name, _ in runs] == ["a", "b"])
@@ -292,9 +298,7 @@ def test_a_run_handed_off_from_then_outliving_its_deadline_is_concluded_once(inl
     # the rest goes to another thread; b's take-over at its deadline then finds nothing left of the batch
     # to go on with, and concludes b alone
     fires, release, runs = four_with_b_hanging(inline, timeout=2)
-    runner = inline.runner()
-    quick(runner, "test.maybe_hang")
-    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    runner, worker = batch_worker(inline, fires)
     try:
         worker.start()
         assert wait_until(lambda: len(runs) == 2)
@@ -302,11 +306,7 @@ def test_a_run_handed_off_from_then_outliving_its_deadline_is_concluded_once(inl
         rest()
         assert statuses(inline, fires) == ["success", "running", "success", "success"]
 
-        def all_final() -> bool:
-            now = statuses(inline, fires)
-            return len(now) == 4 and "running" not in now
-
-        assert wait_until(all_final)
+        assert wait_until(lambda: all_final(inline, fires))
         assert statuses(inline, fires) == ["success", "timeout", "success", "success"]
         assert worker.is_alive()
     finally:
@@ -333,9 +333,7 @@ def test_a_batch_whose_last_run_hangs_hands_over_only_the_final_writes_before_it
     for name in "abc":
         inline.add("test.maybe_hang", name=name, timeout=30, payload={"hang": name == "c"})
     fires = sorted(inline.claim(at_least=3), key=lambda f: f.job.name)
-    runner = inline.runner()
-    quick(runner, "test.maybe_hang")
-    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
+    runner, worker = batch_worker(inline, fires)
     try:
         worker.start()
         assert wait_until(lambda: runs == ["a", "b", "c"])
@@ -365,10 +363,8 @@ def test_the_fires_to_run_alone_after_a_batch_go_with_its_rest(inline: Harness) 
     for name in "abcd":
         inline.add("test.maybe_hang", name=name, timeout=30, max_retries=0 if name in "ab" else 1)
     fires = sorted(inline.claim(at_least=4), key=lambda f: f.job.name)
-    runner = inline.runner()
-    quick(runner, "test.maybe_hang")
+    runner, worker = batch_worker(inline, fires)
     assert [runner.batchable(f) for f in fires] == [True, True, False, False]
-    worker = threading.Thread(target=runner.run_many, args=(fires,), daemon=True)
     rests: list[threading.Thread] = []
     try:
         worker.start()

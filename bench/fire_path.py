@@ -18,6 +18,10 @@ SQLite file. Each step moves an injected clock on by one batch's worth of millis
 CPU per fire is the thread's CPU over the steps (the claims included) / fires. The floor bounds what any
 rework of the engine's Python could reach with these writes; ``serve`` adds its threads' hand-overs on top
 (``bench/fires.py``). Rounds alternate the two, each on a fresh file. Nothing asserts here.
+
+``--gaps 0,7`` also runs each path with that many milliseconds of sleep before each step (not counted):
+a spread load's dispatcher idles between its hand-overs (``serve``'s resolution is 5 ms), and on this
+machine the same work costs more CPU after an idle gap than back to back.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ def seeded(stored: int) -> tuple[SQLiteStore, FakeClock, Path]:
     return store, clock, folder
 
 
-def engine(stored: int, fires: int, batch: int) -> float:
+def engine(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
     store, clock, folder = seeded(stored)
     settings = Settings.load(environ={}, plugins=())
     metrics, registry = PrometheusMetrics(), Registry()
@@ -89,6 +93,8 @@ def engine(stored: int, fires: int, batch: int) -> float:
     while done < fires:
         clock.advance(batch / 1000)
         now = clock.now()
+        if gap:
+            time.sleep(gap)
         started = time.thread_time()
         jobs = store.claim_due(now=now, horizon=now, limit=BY, owner="bench", slack=SLACK)
         claimed = [Fire.of(job) for job in jobs]
@@ -102,7 +108,7 @@ def engine(stored: int, fires: int, batch: int) -> float:
     return cpu / done * 1e6
 
 
-def floor(stored: int, fires: int, batch: int) -> float:
+def floor(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
     store, clock, folder = seeded(stored)
     conn: sqlite3.Connection = store._conn  # the store's own write connection and pragmas
     noop: Callable[[object], None] = lambda ctx: None  # noqa: E731
@@ -110,6 +116,8 @@ def floor(stored: int, fires: int, batch: int) -> float:
     assert now is not None
     while done < fires:
         now += batch * 1000
+        if gap:
+            time.sleep(gap)
         started = time.thread_time()
         conn.execute("BEGIN IMMEDIATE")
         claim = (uuid.uuid4().hex, "bench", now, 60_000_000, now, 60_000_000, now, BY)
@@ -142,25 +150,31 @@ def floor(stored: int, fires: int, batch: int) -> float:
     return cpu / done * 1e6
 
 
+PATHS: dict[str, Callable[[int, int, int, float], float]] = {"engine": engine, "floor": floor}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stored", type=int, default=100_000)
     parser.add_argument("--fires", type=int, default=8_000)
     parser.add_argument("--batches", default="5,20", help="fires a batch, comma-separated")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--gaps", default="0", help="ms of idle before each step, comma-separated (e.g. 0,7)")
     args = parser.parse_args()
     print(f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {platform.machine()}, "
           f"{os.cpu_count()} cores; the machine's speed: {machine_speed():.2f} s (`machine_speed`)\n")  # fmt: skip
     print("| batch | path | CPU per fire, each round | best |")
     print("|---|---|---|---|")
+    gaps = [float(g) for g in args.gaps.split(",")]
     for batch in (int(b) for b in args.batches.split(",")):
-        figures: dict[str, list[float]] = {"engine": [], "floor": []}
-        for _ in range(args.rounds):
-            figures["engine"].append(engine(args.stored, args.fires, batch))
-            figures["floor"].append(floor(args.stored, args.fires, batch))
-        for name, values in figures.items():
+        figures: dict[tuple[str, float], list[float]] = {(name, gap): [] for gap in gaps for name in PATHS}
+        for _ in range(args.rounds):  # the paths and gaps alternate, so that each sees the machine's moments
+            for (name, gap), values in figures.items():
+                values.append(PATHS[name](args.stored, args.fires, batch, gap / 1000))
+        for (name, gap), values in figures.items():
+            label = f"{name}, {gap:g} ms idle before each step" if gap else name
             each = ", ".join(f"{v:.0f}" for v in values)
-            print(f"| {batch} | {name} | {each} µs | {min(values):.0f} µs |", flush=True)
+            print(f"| {batch} | {label} | {each} µs | {min(values):.0f} µs |", flush=True)
 
 
 if __name__ == "__main__":

@@ -165,7 +165,12 @@ def main() -> None:
           f"{os.cpu_count()} cores; the machine's speed: {machine_speed():.2f} s (`machine_speed`)\n")  # fmt: skip
     print("| batch | path | CPU per fire, each round | best |")
     print("|---|---|---|---|")
-    gaps = [float(g) for g in args.gaps.split(",")]
+    try:
+        gaps = [float(g) for g in args.gaps.split(",")]
+    except ValueError:
+        parser.error(f"--gaps takes milliseconds separated by commas (e.g. 0,7), not {args.gaps!r}")
+    if any(not 0 <= g <= 1000 for g in gaps):
+        parser.error(f"--gaps: each gap is 0 to 1000 ms, not {args.gaps!r}")
     for batch in (int(b) for b in args.batches.split(",")):
         figures: dict[tuple[str, float], list[float]] = {(name, gap): [] for gap in gaps for name in PATHS}
         for _ in range(args.rounds):  # the paths and gaps alternate, so that each sees the machine's moments

@@ -161,17 +161,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gaps", default="0", help="ms of idle before each step, comma-separated (e.g. 0,7)")
     args = parser.parse_args()
+    # checked before anything is printed or measured
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+        gaps = [float(g) for g in args.gaps.split(",")]
+    except ValueError:
+        parser.error(f"--batches takes whole numbers and --gaps milliseconds, each list separated by commas "
+                     f"(e.g. 5,20 and 0,7), not {args.batches!r} and {args.gaps!r}")  # fmt: skip
+    if any(b < 1 for b in batches):
+        parser.error(f"--batches: each batch is at least 1 fire, not {args.batches!r}")
+    if any(not 0 <= g <= 1000 for g in gaps):
+        parser.error(f"--gaps: each gap is 0 to 1000 ms, not {args.gaps!r}")
     print(f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {platform.machine()}, "
           f"{os.cpu_count()} cores; the machine's speed: {machine_speed():.2f} s (`machine_speed`)\n")  # fmt: skip
     print("| batch | path | CPU per fire, each round | best |")
     print("|---|---|---|---|")
-    try:
-        gaps = [float(g) for g in args.gaps.split(",")]
-    except ValueError:
-        parser.error(f"--gaps takes milliseconds separated by commas (e.g. 0,7), not {args.gaps!r}")
-    if any(not 0 <= g <= 1000 for g in gaps):
-        parser.error(f"--gaps: each gap is 0 to 1000 ms, not {args.gaps!r}")
-    for batch in (int(b) for b in args.batches.split(",")):
+    for batch in batches:
         figures: dict[tuple[str, float], list[float]] = {(name, gap): [] for gap in gaps for name in PATHS}
         for _ in range(args.rounds):  # the paths and gaps alternate, so that each sees the machine's moments
             for (name, gap), values in figures.items():

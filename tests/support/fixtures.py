@@ -1,6 +1,6 @@
 """Fixtures shared by every suite, the engine's and the plug-ins' (a pytest plug-in the repository's
 ``conftest.py`` loads): the real servers, and the store fixture parametrised over every adapter of the
-Store port (SQLite; MongoDB on FerretDB; a real MongoDB too when MONGODB_URI is set)."""
+Store port (SQLite; MongoDB on FerretDB 1.24 and 2.5; a real MongoDB too when MONGODB_URI is set)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ from ticklock.ports import Store
 
 # FerretDB runs on both its backends: SQLite (as issue 3 asks) and PostgreSQL, which the replica tests
 # and the benchmark need (measured here: the SQLite backend manages ~220 updates/s and slows under
-# concurrency; see README "Testing against FerretDB").
-STORES = ["sqlite", "ferretdb-sqlite", "ferretdb-postgresql"] + (["mongodb"] if os.environ.get("MONGODB_URI") else [])
+# concurrency; see README "Testing against FerretDB"). FerretDB 2.5 runs on PostgreSQL with DocumentDB, which
+# stores BSON and serves filters from indexes as MongoDB does (the benchmark's row (n)).
+STORES = ["sqlite", "ferretdb-sqlite", "ferretdb-postgresql", "ferretdb2-documentdb"] + (
+    ["mongodb"] if os.environ.get("MONGODB_URI") else []
+)
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +85,26 @@ def ferretdb_pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
+def ferretdb2_on_documentdb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[str]:
+    """A FerretDB 2.5 on PostgreSQL with DocumentDB (a cluster of its own), started in folders named after
+    ``name`` and stopped after: its URI."""
+    postgres, postgres_url = servers.start_postgresql(tmp_path_factory.mktemp(f"{name}-postgresql"), documentdb=True)
+    try:
+        server, uri = servers.start_ferretdb2(tmp_path_factory.mktemp(name), postgresql_url=postgres_url)
+        try:
+            yield uri
+        finally:
+            server.stop()
+    finally:
+        postgres.stop()
+
+
+@pytest.fixture(scope="session")
+def ferretdb2_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """FerretDB 2.5 on PostgreSQL with DocumentDB."""
+    yield from ferretdb2_on_documentdb(tmp_path_factory, "ferretdb2")
+
+
 @pytest.fixture(scope="session")
 def pushgateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server, url = servers.start_pushgateway(tmp_path_factory.mktemp("pushgateway"))
@@ -100,6 +123,8 @@ def mongodb_uri(store_kind: str, request: pytest.FixtureRequest) -> str:
         return os.environ["MONGODB_URI"]
     if store_kind == "ferretdb-postgresql":
         return str(request.getfixturevalue("ferretdb_pg_uri"))
+    if store_kind == "ferretdb2-documentdb":
+        return str(request.getfixturevalue("ferretdb2_uri"))
     return str(request.getfixturevalue("ferretdb_uri"))
 
 

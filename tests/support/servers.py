@@ -1,7 +1,8 @@
 """Real servers for the tests, each started on a free loopback port by the test run itself.
 
-The binaries come from ``make services`` (Debian's redis-server and prometheus-pushgateway, FerretDB built
-from tools/ferretdb). A missing one fails the test that needs it, with the command that installs it:
+The binaries come from ``make services`` (Debian's redis-server, prometheus-pushgateway and postgresql,
+FerretDB 1.24 built from tools/ferretdb, FerretDB 2.5 from tools/ferretdb2 with the DocumentDB extension
+from tools/documentdb). A missing one fails the test that needs it, with the command that installs it:
 no test is skipped for want of a server.
 """
 
@@ -22,6 +23,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 FERRETDB = Path(os.environ.get("TICKLOCK_FERRETDB_BIN", Path.home() / ".cache/ticklock/bin/ferretdb-v1.24.2"))
+FERRETDB2 = Path(os.environ.get("TICKLOCK_FERRETDB2_BIN", Path.home() / ".cache/ticklock/bin/ferretdb-v2.5.0"))
 
 
 def free_port() -> int:
@@ -196,6 +198,20 @@ def start_ferretdb(workdir: Path, *, postgresql_url: str | None = None) -> tuple
     return Server("ferretdb", argv, _port_open(port), workdir / "ferretdb.log"), f"mongodb://127.0.0.1:{port}/"
 
 
+def start_ferretdb2(workdir: Path, *, postgresql_url: str) -> tuple[Server, str]:
+    """FerretDB 2.5 on a PostgreSQL started with ``start_postgresql(..., documentdb=True)``."""
+    port = free_port()
+    state = workdir / "ferretdb2-state"
+    state.mkdir(exist_ok=True)
+    argv = [
+        binary("ferretdb2", FERRETDB2),
+        f"--listen-addr=127.0.0.1:{port}",
+        f"--postgresql-url={postgresql_url}",
+        f"--state-dir={state}",
+    ]
+    return Server("ferretdb2", argv, _port_open(port), workdir / "ferretdb2.log"), f"mongodb://127.0.0.1:{port}/"
+
+
 # FerretDB 1.24 on PostgreSQL deadlocks when its connection pool (50 by default) runs out while a request
 # holds its metadata registry's write lock (creating a collection, at a replica's start): that request waits
 # for a connection, and the 50 holding one wait for the lock (seen in tests/e2e/test_replicas.py, three
@@ -206,8 +222,28 @@ FERRETDB_PG_POOL = 400
 PG_MAX_CONNECTIONS = 500
 
 
-def start_postgresql(workdir: Path) -> tuple[Server, str]:
-    """A throwaway PostgreSQL cluster (Debian's postgresql), durability off: it backs FerretDB in tests."""
+# What FerretDB 2's PostgreSQL runs with: DocumentDB's libraries loaded at start, and the settings of
+# FerretDB's own postgres-documentdb image (packaging/10-preload.sh of DocumentDB v0.106.0-ferretdb-2.5.0);
+# pg_cron's jobs in the database FerretDB uses, and DocumentDB's background index builds scheduled every
+# minute, not every 2 s (Debian 12's pg_cron 1.4 takes no "N seconds" schedule: tools/documentdb/build.sh)
+DOCUMENTDB_SETTINGS = [
+    "shared_preload_libraries=pg_cron,pg_documentdb_core,pg_documentdb",
+    "cron.database_name=ferretdb",
+    "documentdb.indexBuildScheduleInSec=60",
+    "documentdb.enableCompact=true",
+    "documentdb.enableLetAndCollationForQueryMatch=true",
+    "documentdb.enableNowSystemVariable=true",
+    "documentdb.enableSortbyIdPushDownToPrimaryKey=true",
+    "documentdb.enableSchemaValidation=true",
+    "documentdb.enableBypassDocumentValidation=true",
+    "documentdb.enableUserCrud=true",
+    "documentdb.maxUserLimit=100",
+]
+
+
+def start_postgresql(workdir: Path, *, documentdb: bool = False) -> tuple[Server, str]:
+    """A throwaway PostgreSQL cluster (Debian's postgresql), durability off: it backs FerretDB in tests.
+    With ``documentdb``, its database has the DocumentDB extension (FerretDB 2's backend)."""
     bindir = _postgres_bindir()
     port = free_port()
     as_user: list[str] = []
@@ -242,13 +278,22 @@ def start_postgresql(workdir: Path) -> tuple[Server, str]:
         "-c",
         f"max_connections={PG_MAX_CONNECTIONS}",
     ]
+    if documentdb:
+        argv += [arg for setting in DOCUMENTDB_SETTINGS for arg in ("-c", setting)]
     server = Server("postgresql", argv, _port_open(port), workdir / "postgresql.log", cleanup=workdir)
     # the port opens before the server accepts connections ("the database system is starting up")
     createdb = [*as_user, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "ferret", "ferretdb"]
     for _ in range(100):
         done = subprocess.run(createdb, capture_output=True, text=True)
         if done.returncode == 0:
-            return server, f"postgres://ferret@127.0.0.1:{port}/ferretdb?pool_max_conns={FERRETDB_PG_POOL}"
+            url = f"postgres://ferret@127.0.0.1:{port}/ferretdb?pool_max_conns={FERRETDB_PG_POOL}"
+            if documentdb:
+                try:
+                    psql(url, "CREATE EXTENSION documentdb CASCADE")
+                except RuntimeError:
+                    server.stop()
+                    raise
+            return server, url
         time.sleep(0.1)
     server.stop()
     raise RuntimeError(f"createdb failed: {done.stderr}")

@@ -130,6 +130,17 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             window=8.0 if quick else 20.0,
             warmup=3.0 if quick else 5.0,
         ),
+        # (m) on FerretDB 2.5 (PostgreSQL + DocumentDB: BSON documents, the store's indexes used)
+        "n": Scenario(
+            "n",
+            "1,000 jobs every 1 s, MongoDB + Redis",
+            "interval",
+            due=1_000,
+            stored=1_000,
+            interval=1,
+            window=8.0 if quick else 20.0,
+            warmup=3.0 if quick else 5.0,
+        ),
     }
 
 

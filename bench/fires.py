@@ -29,8 +29,9 @@ start, the rate the burst drained at); (g) 5,000 jobs every 1 s, 100,000 stored.
 service's CPU per fire (CPU seconds in the window / fires that started in it).
 (m) is scenario (a) on the replica shape, ``TICKLOCK_STORE=mongodb://...`` and ``TICKLOCK_LOCK=redis://...``
 (FerretDB 1.24 on PostgreSQL, and Redis, started by ``bench/replicas.py``), with the commands each fire
-costs counted (MongoDB and Redis, against a per-fire budget). ``--quick`` stores 20,000 and measures
-6-10 s windows. ``--with-apscheduler`` adds the rows of ``bench/apscheduler_baseline.py`` (scenarios a
+costs counted (MongoDB and Redis, against a per-fire budget); (n) is (m) on FerretDB 2.5, whose
+PostgreSQL has the DocumentDB extension (BSON documents, the store's indexes used, as on MongoDB).
+``--quick`` stores 20,000 and measures 6-10 s windows. ``--with-apscheduler`` adds the rows of ``bench/apscheduler_baseline.py`` (scenarios a
 b, c, e, f and g on APScheduler 3.11: its memory store and its SQLAlchemy SQLite store) to the same table.
 """
 
@@ -498,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter windows, 20,000 jobs stored (~2 min)")
     parser.add_argument("--with-apscheduler", action="store_true", help="add APScheduler 3.11 rows (a, b, c, e, f, g)")
     parser.add_argument(
-        "--only", default="a,b,c,d,e,f,g,m", help="comma-separated scenario keys (default a,b,c,d,e,f,g,m)"
+        "--only", default="a,b,c,d,e,f,g,m,n", help="comma-separated scenario keys (default a,b,c,d,e,f,g,m,n)"
     )
     parser.add_argument(
         "--serve-arg",
@@ -524,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in keys:
         sc = table[key]
         print(f"bench: ({key}) {sc.title}, {sc.stored:,} stored, {sc.window:.0f} s window ...", file=sys.stderr)
-        if key == "m":
+        if key in ("m", "n"):
             from replicas import run_mongo_redis
 
             replica = run_mongo_redis(sc, command, args.serve_arg, args.command)

@@ -1,11 +1,15 @@
-"""Scenario (m) of ``bench/fires.py``: ``ticklock serve`` in the replica shape, MongoDB store + Redis lock.
+"""Scenarios (m) and (n) of ``bench/fires.py``: ``ticklock serve`` in the replica shape, MongoDB store +
+Redis lock.
 
 Usage (through fires.py, which prints the tables)::
 
-    .venv/bin/python bench/fires.py --only m [--quick]
+    .venv/bin/python bench/fires.py --only m,n [--quick]
 
-It starts PostgreSQL, FerretDB 1.24 on it (its SQLite backend is far too slow for this) and Redis with
-the helpers of ``tests/support/servers.py``, on loopback ports, and stops them at the end. It stores the
+It starts PostgreSQL, FerretDB on it and Redis with the helpers of ``tests/support/servers.py``, on
+loopback ports, and stops them at the end: for (m) FerretDB 1.24 (its SQLite backend is far too slow for
+this), which decodes every document it reads in Go and serves no filter from an index; for (n) FerretDB
+2.5 on PostgreSQL with the DocumentDB extension, which stores BSON and uses the store's indexes, as
+MongoDB does. It stores the
 1,000 jobs of scenario (a) with ``MongoStore.add_jobs`` and runs one ``ticklock serve`` with
 ``TICKLOCK_STORE=mongodb://127.0.0.1:PORT/ticklock_bench`` and ``TICKLOCK_LOCK=redis://127.0.0.1:PORT/0``.
 Fires, lag, lost fires and duplicates are measured as in fires.py, from the ``executions`` collection.
@@ -47,7 +51,11 @@ from pymongo import MongoClient
 
 REPO = Path(__file__).resolve().parents[1]
 DATABASE = "ticklock_bench"
-SYSTEM = "ticklock serve (MongoDB: FerretDB 1.24 on PostgreSQL; Redis lock)"
+DOCUMENTDB = "v0.106.0-ferretdb-2.5.0"  # tools/documentdb/build.sh
+SYSTEMS = {  # scenario key -> the row's system
+    "m": "ticklock serve (MongoDB: FerretDB 1.24 on PostgreSQL; Redis lock)",
+    "n": "ticklock serve (MongoDB: FerretDB 2.5 on PostgreSQL + DocumentDB; Redis lock)",
+}
 SEED_CHUNK = 500
 STARTUP_ALLOWANCE = 5.0  # s from seeding to the first fire: the service connects to both servers first
 TARGET_MONGO_PER_FIRE = 3.0  # commands per fire, amortised (issue 3)
@@ -103,8 +111,9 @@ class ReplicaRun:
 
 # -- servers --------------------------------------------------------------------------------------
 @contextmanager
-def started_servers(workdir: Path) -> Iterator[Servers]:
-    """PostgreSQL, FerretDB on it, and Redis; all stopped on the way out, whatever happens."""
+def started_servers(workdir: Path, *, ferretdb2: bool = False) -> Iterator[Servers]:
+    """PostgreSQL, FerretDB on it (1.24, or with ``ferretdb2`` 2.5 on DocumentDB), and Redis; all stopped on
+    the way out, whatever happens."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from tests.support import servers
@@ -112,7 +121,7 @@ def started_servers(workdir: Path) -> Iterator[Servers]:
     with ExitStack() as stack:
         try:
             try:
-                postgres, postgres_url = servers.start_postgresql(workdir)
+                postgres, postgres_url = servers.start_postgresql(workdir, documentdb=ferretdb2)
             except subprocess.CalledProcessError as exc:
                 # initdb or createdb failed (createdb can meet "the database system is starting up": the port
                 # opens before PostgreSQL accepts connections); the server it started has no handle: stop it
@@ -121,7 +130,10 @@ def started_servers(workdir: Path) -> Iterator[Servers]:
                 step = next((Path(str(c)).name for c in exc.cmd if str(c).endswith(("initdb", "createdb"))), "?")
                 raise RuntimeError(f"starting PostgreSQL failed: {step} said {detail!r}") from exc
             stack.callback(postgres.stop)
-            ferretdb, mongo_uri = servers.start_ferretdb(workdir, postgresql_url=postgres_url)
+            if ferretdb2:
+                ferretdb, mongo_uri = servers.start_ferretdb2(workdir, postgresql_url=postgres_url)
+            else:
+                ferretdb, mongo_uri = servers.start_ferretdb(workdir, postgresql_url=postgres_url)
             stack.callback(ferretdb.stop)
             redis_server, redis_url = servers.start_redis(workdir)
             stack.callback(redis_server.stop)
@@ -137,8 +149,13 @@ def started_servers(workdir: Path) -> Iterator[Servers]:
             mongo_uri=f"{mongo_uri.rstrip('/')}/{DATABASE}",
             redis_url=redis_url,
             processes={"FerretDB": ferretdb, "PostgreSQL": postgres, "Redis": redis_server},
-            versions=f"FerretDB {servers.FERRETDB.name.removeprefix('ferretdb-')} on PostgreSQL {pg_version} "
-            f"(fsync off), Redis {redis_version}",
+            versions=(
+                f"FerretDB {servers.FERRETDB2.name.removeprefix('ferretdb-')} on PostgreSQL {pg_version} with "
+                f"DocumentDB {DOCUMENTDB} (fsync off), Redis {redis_version}"
+                if ferretdb2
+                else f"FerretDB {servers.FERRETDB.name.removeprefix('ferretdb-')} on PostgreSQL {pg_version} "
+                f"(fsync off), Redis {redis_version}"
+            ),
         )
 
 
@@ -241,19 +258,31 @@ def read_executions(uri: str) -> list[Exec]:
 
 
 def explain(uri: str, command: dict[str, Any]) -> tuple[str, bool]:
-    """What FerretDB says it does with a find (pushdown flags, PostgreSQL's plan), and whether it scans."""
+    """What FerretDB says it does with a find (1.24: its pushdown flags; both: PostgreSQL's plan, node by
+    node, with the index each scan uses), and whether any node reads the whole collection."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True, serverSelectionTimeoutMS=5000)
     try:
         plan = client[DATABASE].command("explain", command)
     finally:
         client.close()
-    text = ", ".join(f"{k} {plan[k]}" for k in ("filterPushdown", "sortPushdown", "limitPushdown") if k in plan)
-    node = plan.get("queryPlanner", {}).get("Plan", {})
+    parts = [f"{k} {plan[k]}" for k in ("filterPushdown", "sortPushdown", "limitPushdown") if k in plan]
+    nodes = list(_plan_nodes(plan.get("queryPlanner", {}).get("Plan", {})))
+    if nodes:
+        steps = [n["Node Type"] + (f" on index `{n['Index Name']}`" if n.get("Index Name") else "") for n in nodes]
+        text = "PostgreSQL plan: " + " > ".join(steps)
+        filters = [n["Filter"] for n in nodes if n.get("Filter")]
+        if filters:
+            text += f", filter `{filters[0]}`"
+        parts.append(text)
+    return "; ".join(parts), any(n["Node Type"] == "Seq Scan" for n in nodes)
+
+
+def _plan_nodes(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """A PostgreSQL plan's nodes, outermost first."""
     if node.get("Node Type"):
-        text += f"; PostgreSQL plan: {node['Node Type']}"
-        if node.get("Filter"):
-            text += f", filter `{node['Filter']}`"
-    return text, node.get("Node Type") == "Seq Scan"
+        yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 DUE_QUERY: dict[str, Any] = {"find": "jobs", "sort": {"due_at": 1}, "limit": 100}  # + filter due_at <= now
@@ -391,11 +420,16 @@ def dispatcher_note(start: Snapshot, end: Snapshot) -> str:
 
 # -- the scenario ---------------------------------------------------------------------------------
 def run_mongo_redis(sc: Scenario, command: str, serve_args: list[str], label: str | None = None) -> ReplicaRun:
-    """Scenario ``sc`` (interval jobs) on FerretDB + Redis; servers started here and stopped on the way out."""
+    """Scenario ``sc`` (interval jobs; (m) or (n)) on FerretDB + Redis; servers started here and stopped on
+    the way out."""
     from ticklock.adapters.store.mongo import MongoStore
 
-    system = " ".join([SYSTEM, *([f"[{label}]"] if label else []), *serve_args])
-    with tempfile.TemporaryDirectory(prefix="ticklock-bench-m-") as tmp, started_servers(Path(tmp)) as srv:
+    ferretdb2 = sc.key == "n"
+    system = " ".join([SYSTEMS[sc.key], *([f"[{label}]"] if label else []), *serve_args])
+    with (
+        tempfile.TemporaryDirectory(prefix=f"ticklock-bench-{sc.key}-") as tmp,
+        started_servers(Path(tmp), ferretdb2=ferretdb2) as srv,
+    ):
         store = MongoStore(srv.mongo_uri, database=DATABASE)
         try:
             began = time.monotonic()
@@ -441,12 +475,17 @@ def run_mongo_redis(sc: Scenario, command: str, serve_args: list[str], label: st
         f"servers: {srv.versions}, on the same {cores} cores as the service; their CPU in the "
         f"window ({seconds:.0f} s): {cpu}; the whole machine was busy {busy:.1f} s of {cores * seconds:.0f} "
         f"({max(0.0, others):.1f} s by other processes, this script included; {steal:.1f} s stolen by the hypervisor)",
-        f"only the {sc.due:,} due jobs are stored (the SQLite rows of a, b and d store 100,000, 20,000 with "
-        "--quick): FerretDB 1.24 does not push range filters or sorts down to PostgreSQL, so every due query "
-        f"reads the whole jobs collection (explain of the due query: {due_plan}); seeded in {seed_s:.1f} s",
+        (
+            f"only the {sc.due:,} due jobs are stored, as in (m), so that both FerretDBs run one workload "
+            f"(explain of the due query: {due_plan}); seeded in {seed_s:.1f} s"
+            if ferretdb2
+            else f"only the {sc.due:,} due jobs are stored (the SQLite rows of a, b and d store 100,000, 20,000 "
+            "with --quick): FerretDB 1.24 does not push range filters or sorts down to PostgreSQL, so every due "
+            f"query reads the whole jobs collection (explain of the due query: {due_plan}); seeded in {seed_s:.1f} s"
+        ),
         f"explain of a find by _id on executions (what finishing a run selects by): {by_id_plan}"
         + (
-            ": FerretDB 1.24 reads the whole collection to find one document by _id, so finishing a run gets "
+            ": FerretDB reads the whole collection to find one document by _id, so finishing a run gets "
             f"slower as executions grow (~{sc.nominal_rate or 0:,.0f} a second at full rate; nothing is pruned "
             "during the run)"
             if by_id_scans
@@ -454,7 +493,7 @@ def run_mongo_redis(sc: Scenario, command: str, serve_args: list[str], label: st
         ),
     ]
     row.details.insert(1, dispatcher_note(begin, end))
-    if not due_scans:
+    if not due_scans and not ferretdb2:
         row.details.append("the due query did not scan the jobs collection: more jobs could be stored")
     statuses = collections.Counter(e.status for e in execs)
     if set(statuses) - {"success"}:

@@ -31,8 +31,9 @@ service's CPU per fire (CPU seconds in the window / fires that started in it).
 (FerretDB 1.24 on PostgreSQL, and Redis, started by ``bench/replicas.py``), with the commands each fire
 costs counted (MongoDB and Redis, against a per-fire budget); (n) is (m) on FerretDB 2.5, whose
 PostgreSQL has the DocumentDB extension (BSON documents, the store's indexes used, as on MongoDB).
-``--quick`` stores 20,000 and measures 6-10 s windows. ``--with-apscheduler`` adds the rows of ``bench/apscheduler_baseline.py`` (scenarios a
-b, c, e, f and g on APScheduler 3.11: its memory store and its SQLAlchemy SQLite store) to the same table.
+``--quick`` stores 20,000 and measures 6-10 s windows. ``--with-apscheduler`` adds the rows of
+``bench/apscheduler_baseline.py`` (scenarios a, b, c, e, f and g on APScheduler 3.11: its memory store and its
+SQLAlchemy SQLite store) to the same table.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import psutil  # type: ignore[import-untyped]
@@ -57,6 +57,16 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
     """
     stored = 20_000 if quick else 100_000
     short = 8.0 if quick else 30.0
+    mongo = Scenario(
+        "m",
+        "1,000 jobs every 1 s, MongoDB + Redis",
+        "interval",
+        due=1_000,
+        stored=1_000,
+        interval=1,
+        window=8.0 if quick else 20.0,
+        warmup=3.0 if quick else 5.0,
+    )
     return {
         "a": Scenario(
             "a",
@@ -120,27 +130,9 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             warmup=3.0 if quick else 5.0,
         ),
         # FerretDB 1.24 scans the jobs collection on every due query: only the due jobs are stored
-        "m": Scenario(
-            "m",
-            "1,000 jobs every 1 s, MongoDB + Redis",
-            "interval",
-            due=1_000,
-            stored=1_000,
-            interval=1,
-            window=8.0 if quick else 20.0,
-            warmup=3.0 if quick else 5.0,
-        ),
+        "m": mongo,
         # (m) on FerretDB 2.5 (PostgreSQL + DocumentDB: BSON documents, the store's indexes used)
-        "n": Scenario(
-            "n",
-            "1,000 jobs every 1 s, MongoDB + Redis",
-            "interval",
-            due=1_000,
-            stored=1_000,
-            interval=1,
-            window=8.0 if quick else 20.0,
-            warmup=3.0 if quick else 5.0,
-        ),
+        "n": replace(mongo, key="n"),
     }
 
 

@@ -36,6 +36,7 @@ if [ ! -x "$FERRETDB_BIN" ]; then
 fi
 tools/documentdb/build.sh  # DocumentDB and pgvector into Debian's PostgreSQL, for FerretDB 2
 if [ ! -x "$FERRETDB2_BIN" ]; then
+  command -v go >/dev/null || { echo "services: Go is needed to build FerretDB 2" >&2; exit 1; }
   echo "services: building FerretDB v2.5.0 into $FERRETDB2_BIN (once per machine)"
   mkdir -p "$(dirname "$FERRETDB2_BIN")"
   (cd tools/ferretdb2 && go build -trimpath -o "$FERRETDB2_BIN.tmp" . && mv "$FERRETDB2_BIN.tmp" "$FERRETDB2_BIN")

@@ -215,6 +215,16 @@ def test_claim_takes_due_jobs_oldest_first_up_to_the_limit(store: Store) -> None
     assert claim(store) == []
 
 
+def test_a_claim_takes_as_many_as_its_limit_past_a_servers_default_batch(store: Store) -> None:
+    """A batch size over 101 (MongoDB's and FerretDB's first batch) is honoured: the claim's single-batch
+    find asks for the whole limit in its one batch."""
+    store.add_jobs([make_job(next_run_at=T0 - timedelta(milliseconds=i)) for i in range(250)])
+    got = claim(store, limit=240)
+    assert len(got) == 240
+    assert [j.next_run_at for j in got] == [T0 - timedelta(milliseconds=i) for i in range(249, 9, -1)]
+    assert len(claim(store, limit=240)) == 10
+
+
 def test_claim_sets_a_lease_and_the_job_is_not_due_while_it_holds(store: Store) -> None:
     store.add_job(make_job(timeout=10))
     [job] = claim(store, owner="me")

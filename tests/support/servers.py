@@ -290,7 +290,7 @@ def start_postgresql(workdir: Path, *, documentdb: bool = False) -> tuple[Server
             if documentdb:
                 try:
                     psql(url, "CREATE EXTENSION documentdb CASCADE")
-                except RuntimeError:
+                except BaseException:  # psql's error, its timeout, an interrupt: the server is not left running
                     server.stop()
                     raise
             return server, url

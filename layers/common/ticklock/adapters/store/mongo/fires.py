@@ -50,11 +50,12 @@ class Fires(Connection):
         token = uuid.uuid4().hex
 
         def claim() -> list[Job]:
-            # a negative limit is a single batch (singleBatch): the server keeps no cursor open. FerretDB 2.5
-            # takes a PostgreSQL connection out of its pool for an open cursor and closes it once the cursor
-            # is drained: half of the claims' finds cost a new PostgreSQL session (measured)
-            due = self.jobs.find({"due_at": {"$lte": horizon}}).sort("due_at", ASCENDING).limit(-limit)
-            candidates = list(due)
+            # one batch of the whole limit (a negative limit is singleBatch; the batch size keeps the servers'
+            # first batch of 101 from cutting it short): the server keeps no cursor open. FerretDB 2.5 takes
+            # a PostgreSQL connection out of its pool for an open cursor and closes it once the cursor is
+            # drained: half of the claims' finds cost a new PostgreSQL session (measured)
+            due = self.jobs.find({"due_at": {"$lte": horizon}}).sort("due_at", ASCENDING)
+            candidates = list(due.limit(-limit).batch_size(limit))
             if not candidates:
                 return []
             # The unique insert decides: one claimer per (job, seq), atomically on MongoDB and on FerretDB alike.

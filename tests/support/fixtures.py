@@ -63,13 +63,19 @@ def ferretdb_uri(ferretdb: tuple[str, Path]) -> str:
     return ferretdb[0]
 
 
-def ferretdb_on_postgresql(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[str, str]]:
+def ferretdb_on_postgresql(
+    tmp_path_factory: pytest.TempPathFactory, name: str, *, documentdb: bool = False
+) -> Iterator[tuple[str, str]]:
     """A FerretDB on PostgreSQL (a cluster of its own), started in folders named after ``name`` and
-    stopped after: its URI, and the PostgreSQL URL behind it (FerretDB keeps a database as a schema and a
-    collection as a table of JSONB documents)."""
-    postgres, postgres_url = servers.start_postgresql(tmp_path_factory.mktemp(f"{name}-postgresql"))
+    stopped after: its URI, and the PostgreSQL URL behind it. FerretDB 1.24 keeps a database as a schema
+    and a collection as a table of JSONB documents; with ``documentdb``, FerretDB 2.5 on PostgreSQL with
+    the DocumentDB extension (BSON documents, served from indexes)."""
+    postgres, postgres_url = servers.start_postgresql(
+        tmp_path_factory.mktemp(f"{name}-postgresql"), documentdb=documentdb
+    )
+    start = servers.start_ferretdb2 if documentdb else servers.start_ferretdb
     try:
-        server, uri = servers.start_ferretdb(tmp_path_factory.mktemp(name), postgresql_url=postgres_url)
+        server, uri = start(tmp_path_factory.mktemp(name), postgresql_url=postgres_url)
         try:
             yield uri, postgres_url
         finally:
@@ -85,24 +91,11 @@ def ferretdb_pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
-def ferretdb2_on_documentdb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[str]:
-    """A FerretDB 2.5 on PostgreSQL with DocumentDB (a cluster of its own), started in folders named after
-    ``name`` and stopped after: its URI."""
-    postgres, postgres_url = servers.start_postgresql(tmp_path_factory.mktemp(f"{name}-postgresql"), documentdb=True)
-    try:
-        server, uri = servers.start_ferretdb2(tmp_path_factory.mktemp(name), postgresql_url=postgres_url)
-        try:
-            yield uri
-        finally:
-            server.stop()
-    finally:
-        postgres.stop()
-
-
 @pytest.fixture(scope="session")
 def ferretdb2_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """FerretDB 2.5 on PostgreSQL with DocumentDB."""
-    yield from ferretdb2_on_documentdb(tmp_path_factory, "ferretdb2")
+    for uri, _ in ferretdb_on_postgresql(tmp_path_factory, "ferretdb2", documentdb=True):
+        yield uri
 
 
 @pytest.fixture(scope="session")

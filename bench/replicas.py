@@ -130,16 +130,15 @@ def started_servers(workdir: Path, *, ferretdb2: bool = False) -> Iterator[Serve
                 step = next((Path(str(c)).name for c in exc.cmd if str(c).endswith(("initdb", "createdb"))), "?")
                 raise RuntimeError(f"starting PostgreSQL failed: {step} said {detail!r}") from exc
             stack.callback(postgres.stop)
-            if ferretdb2:
-                ferretdb, mongo_uri = servers.start_ferretdb2(workdir, postgresql_url=postgres_url)
-            else:
-                ferretdb, mongo_uri = servers.start_ferretdb(workdir, postgresql_url=postgres_url)
+            start = servers.start_ferretdb2 if ferretdb2 else servers.start_ferretdb
+            ferretdb, mongo_uri = start(workdir, postgresql_url=postgres_url)
             stack.callback(ferretdb.stop)
             redis_server, redis_url = servers.start_redis(workdir)
             stack.callback(redis_server.stop)
         except RuntimeError as exc:
             raise SystemExit(f"bench: {exc}\nbench: run scripts/services.sh (as root) to install the servers") from exc
         pg_version = Path(servers._postgres_bindir()).parent.name
+        ferretdb_version = (servers.FERRETDB2 if ferretdb2 else servers.FERRETDB).name.removeprefix("ferretdb-")
         client = redis.Redis.from_url(redis_url)
         try:
             redis_version = client.info("server").get("redis_version", "?")
@@ -149,13 +148,9 @@ def started_servers(workdir: Path, *, ferretdb2: bool = False) -> Iterator[Serve
             mongo_uri=f"{mongo_uri.rstrip('/')}/{DATABASE}",
             redis_url=redis_url,
             processes={"FerretDB": ferretdb, "PostgreSQL": postgres, "Redis": redis_server},
-            versions=(
-                f"FerretDB {servers.FERRETDB2.name.removeprefix('ferretdb-')} on PostgreSQL {pg_version} with "
-                f"DocumentDB {DOCUMENTDB} (fsync off), Redis {redis_version}"
-                if ferretdb2
-                else f"FerretDB {servers.FERRETDB.name.removeprefix('ferretdb-')} on PostgreSQL {pg_version} "
-                f"(fsync off), Redis {redis_version}"
-            ),
+            versions=f"FerretDB {ferretdb_version} on PostgreSQL {pg_version}"
+            + (f" with DocumentDB {DOCUMENTDB}" if ferretdb2 else "")
+            + f" (fsync off), Redis {redis_version}",
         )
 
 

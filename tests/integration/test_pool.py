@@ -363,6 +363,53 @@ def test_a_hand_over_of_more_than_a_batch_or_of_a_slow_fire_goes_to_the_workers_
     assert pool.stop(5)
 
 
+def test_past_a_batch_a_caller_keeps_a_hand_over_only_while_its_expected_runs_fit_the_budget() -> None:
+    """``caller_batch`` and ``caller_budget``: a hand-over of more than a batch is the caller's while the
+    fires' expected runs add up to the budget at most, up to ``caller_batch``; one that does not fit, or is
+    longer, goes to the workers whole, in order. Within a batch the budget does not count (as before it)."""
+    recorder = Recorder()
+    expected = {"cheap": 0.001, "dear": 0.004}
+    pool = caller_pool(
+        recorder, batch=4, caller_batch=8, caller_budget=0.010,
+        expected=lambda f: expected[f.job.name.split("-")[0]],
+    )  # fmt: skip
+    me = threading.current_thread()
+
+    def hand(names: list[str]) -> list[tuple[list[str], threading.Thread]]:
+        recorder.calls.clear()
+        for name in names:
+            pool.submit(fire(name))
+        pool.flush()
+        assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == len(names), timeout=5)
+        return [(n, thread) for _, n, thread in recorder.calls]
+
+    cheap = [f"cheap-{i}" for i in range(8)]  # 8 ms expected: past the batch of 4, within the budget
+    assert hand(cheap) == [(cheap, me)]
+    nine = [f"cheap-{i}" for i in range(9)]  # one more than caller_batch: the workers', in order
+    ran = hand(nine)
+    assert [name for names, _ in ran for name in names] == nine and all(t is not me for _, t in ran)
+    dear = [f"dear-{i}" for i in range(4)]  # 16 ms expected, but a batch at most: the caller's, as before
+    assert hand(dear) == [(dear, me)]
+    over = [f"cheap-{i}" for i in range(4)] + ["dear-4", "dear-5"]  # 12 ms at the sixth: over the budget
+    ran = hand(over)
+    assert [name for names, _ in ran for name in names] == over and all(t is not me for _, t in ran)
+    fits = [f"cheap-{i}" for i in range(5)] + ["dear-5"]  # 9 ms: fits
+    assert hand(fits) == [(fits, me)]
+    assert pool.stop(5)
+
+
+def test_without_a_caller_batch_a_hand_over_of_more_than_a_batch_is_the_workers_whatever_its_runs() -> None:
+    recorder = Recorder()
+    pool = caller_pool(recorder, batch=4, expected=lambda f: 0.0)  # no budget given: none past a batch
+    me = threading.current_thread()
+    for i in range(5):
+        pool.submit(fire(f"cheap-{i}"))
+    pool.flush()
+    assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == 5, timeout=5)
+    assert all(thread is not me for _, _, thread in recorder.calls)
+    assert pool.stop(5)
+
+
 def test_a_caller_held_up_by_its_run_is_relieved_once_and_its_handlers_fires_go_to_the_workers_meanwhile() -> None:
     recorder = Recorder()
     pool = caller_pool(recorder, relieve_after=0.05)

@@ -33,12 +33,24 @@ from ticklock.domain.jobs import Fire
 from ticklock.errors import QueueUnavailable
 
 BATCH = 3  # small, so that hand-overs spill into the queue as often as they are held
+# past a batch, a caller keeps a hand-over of quick fires up to CALLER_BATCH while their expected runs
+# (EXPECTED, by handler; sums exact in binary) add up to BUDGET at most: 4 quick-a fit, 2 quick-b do not
+CALLER_BATCH, BUDGET = 5, 1.0
+EXPECTED = {"quick-a": 0.25, "quick-b": 0.5}
 WORKERS = 4
 MOST_HUNG = WORKERS + 1  # handlers that hang at once, at most: every worker's and a dispatcher's
 # handlers drawn for the fires, the quick ones (batchable: run together, or by the caller) twice as often,
 # so that hand-overs of quick fires alone come often
 HANDLERS = ("quick-a", "quick-a", "quick-b", "quick-b", "slow")
 PATIENCE = 10.0  # seconds before a wait counts as a hang
+
+
+def callers(handlers: Sequence[str]) -> bool:
+    """Whether a hand-over of quick fires of these handlers is small enough to be the caller's: a batch,
+    or past it up to CALLER_BATCH while their expected runs fit the budget."""
+    return len(handlers) <= BATCH or (
+        len(handlers) <= CALLER_BATCH and sum(EXPECTED[handler] for handler in handlers) <= BUDGET
+    )
 
 
 class Dispatcher:
@@ -109,7 +121,8 @@ class PoolModel(RuleBasedStateMachine):
         self.pool = WorkerPool(
             self._run, workers=WORKERS, queue_size=256, run_many=self._run_many, batch=BATCH,
             batchable=lambda f: f.job.handler != "slow", caller_runs=True, relieve_after=0.02,
-            take_stalled=self._take_stalled,
+            take_stalled=self._take_stalled, caller_batch=CALLER_BATCH, caller_budget=BUDGET,
+            expected=lambda f: EXPECTED[f.job.handler],
         )  # fmt: skip
         self.pool.on_relieve = self._relieve
         self.current = self._new_dispatcher()
@@ -144,12 +157,14 @@ class PoolModel(RuleBasedStateMachine):
         me = threading.current_thread()
         names = [f.job.name for f in fires]
         with self.mutex:
+            # a worker's batch is a batch at most; a caller's (or the rest of one) may be its own hand-over
+            most = BATCH if me.name.startswith("ticklock-worker") else CALLER_BATCH
             if many and not (
-                len(names) <= BATCH
+                len(names) <= most
                 and all(self.given[n].handler != "slow" for n in names)
                 and names == sorted(names, key=self.order.index)
             ):
-                self.errors.append(f"a batch of slow fires, of more than {BATCH} or out of order: {names}")
+                self.errors.append(f"a batch of slow fires, of more than {most} or out of order: {names}")
             self.runs.append(names)
             if any(d.thread is me for d in self.dispatchers):
                 self.caller_batches.append((me, names, defer))
@@ -213,7 +228,7 @@ class PoolModel(RuleBasedStateMachine):
         return sum(1 for g in self.given.values() if g.hangs())
 
     @rule(
-        fires=st.lists(st.tuples(st.sampled_from(HANDLERS), st.booleans()), min_size=1, max_size=5),
+        fires=st.lists(st.tuples(st.sampled_from(HANDLERS), st.booleans()), min_size=1, max_size=6),
         flush=st.sampled_from([True, True, True, False]),  # a flush left out: the next hand-over is the same one
     )
     def hand_over(self, fires: list[tuple[str, bool]], flush: bool) -> None:
@@ -225,8 +240,8 @@ class PoolModel(RuleBasedStateMachine):
             and not self.closed
             and not self.unflushed
             and self._closed_gates() == 0
-            and len(fires) <= BATCH
             and all(handler != "slow" for handler, _ in fires)
+            and callers([handler for handler, _ in fires])
             and wait_until(lambda: all(not d.thread.is_alive() for d in self.dispatchers if d.retired), PATIENCE)
         )
         dispatcher, first = self.current, len(self.order)
@@ -433,7 +448,8 @@ class PoolModel(RuleBasedStateMachine):
         # once a hand-over put a fire in the queue, its later fires follow it there (no overtaking)
         with self.mutex:
             for thread, names, defer in self.caller_batches:
-                assert not defer and 1 <= len(names) <= BATCH and names in self.hand_overs, names
+                handlers = [self.given[name].handler for name in names]
+                assert not defer and names and callers(handlers) and names in self.hand_overs, names
                 for name in names:
                     given = self.given[name]
                     assert given.by.thread is thread and given.handler != "slow", (name, thread.name)
@@ -459,6 +475,8 @@ class PoolModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         event(f"relieved: {min(len(self.relieved), 2)}")
         event(f"caller batches: {min(len(self.caller_batches), 3)}")
+        past = sum(len(names) > BATCH for _, names, _ in self.caller_batches)
+        event(f"caller batches past a batch (within the budget): {min(past, 2)}")
         event(f"fires kept off a relieved caller: {min(sum(g.not_on_caller for g in self.given.values()), 2)}")
         event(f"threads reported stuck: {min(len(self.reported), 2)}")
         event(f"rests handed over: {min(len(self.rests), 2)}")

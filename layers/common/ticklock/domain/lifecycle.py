@@ -409,6 +409,11 @@ class TaskRunner:
             and job.policy.overlap is not Overlap.ALLOW_ALL
         )
 
+    def expected_seconds(self, fire: Fire) -> float:
+        """How long ``fire``'s run is expected to take: its handler's moving average (one not timed yet: a
+        quick handler's bound, QUICK_SECONDS)."""
+        return self._speed.get(fire.job.handler, (0, QUICK_SECONDS))[1]
+
     def run_many(self, fires: Sequence[Fire], *, defer: bool = False) -> list[Outcome]:
         """Fires taken together (each ``batchable``), each through the five steps as ``run`` takes it, with
         their records written in one store write and their final states in one: under a burst each fire

@@ -34,9 +34,10 @@ from ticklock.errors import QueueUnavailable
 
 BATCH = 3  # small, so that hand-overs spill into the queue as often as they are held
 # past a batch, a caller keeps a hand-over of quick fires up to CALLER_BATCH while their expected runs
-# (EXPECTED, by handler; sums exact in binary) add up to BUDGET at most: 4 quick-a fit, 2 quick-b do not
+# (EXPECTED, by handler; sums exact in binary) add up to BUDGET at most: any 4 quick fires fit, 5 fit
+# with at most 3 quick-b among them, 6 are past the cap
 CALLER_BATCH, BUDGET = 5, 1.0
-EXPECTED = {"quick-a": 0.25, "quick-b": 0.5}
+EXPECTED = {"quick-a": 0.125, "quick-b": 0.25}
 WORKERS = 4
 MOST_HUNG = WORKERS + 1  # handlers that hang at once, at most: every worker's and a dispatcher's
 # handlers drawn for the fires, the quick ones (batchable: run together, or by the caller) twice as often,
@@ -233,8 +234,12 @@ class PoolModel(RuleBasedStateMachine):
     )
     def hand_over(self, fires: list[tuple[str, bool]], flush: bool) -> None:
         """The dispatcher hands over the fires due (each of a handler, and hanging or not), and flushes."""
+        self._hand_over(fires, flush=flush)
+
+    def _hand_over(self, fires: list[tuple[str, bool]], *, flush: bool) -> None:
         # when nothing hangs, was queued or held before, and the pool takes fires, a flushed hand-over of a
-        # batch of quick fires at most is the dispatcher's own (settled: relieved dispatchers have ended)
+        # batch of quick fires at most, or past it within the cap and the budget, is the dispatcher's own
+        # (settled: relieved dispatchers have ended)
         mine = (
             flush
             and not self.closed
@@ -253,6 +258,15 @@ class PoolModel(RuleBasedStateMachine):
             names = self.order[first:]
             assert (dispatcher.thread, names, False) in self.caller_batches, f"{names} not run by the dispatcher"
 
+    @rule(
+        handlers=st.lists(st.sampled_from(("quick-a", "quick-b")), min_size=BATCH + 1, max_size=CALLER_BATCH + 1),
+        hangs=st.booleans(),
+    )
+    def hand_over_past_a_batch(self, handlers: list[str], hangs: bool) -> None:
+        """A hand-over of quick fires past a batch (its first hanging or not): the dispatcher's own within
+        the cap and the budget, else the workers'."""
+        self._hand_over([(handler, hangs and i == 0) for i, handler in enumerate(handlers)], flush=True)
+
     @precondition(lambda self: self._closed_gates() == 0)
     @rule()
     def occupy_every_worker(self) -> None:
@@ -266,11 +280,12 @@ class PoolModel(RuleBasedStateMachine):
     @precondition(lambda self: self._closed_gates() == 0 and not self.closed)
     @rule()
     def hold_up_a_batch_twice(self) -> None:
-        """A hand-over of more than a batch (the workers'), its first two fires hanging: the rest of the
-        batch they share goes on elsewhere, then the rest of that; the first is let go, leaving the second
-        hanging on a thread the pool started for a rest (unless the workers took them apart otherwise)."""
+        """A hand-over of more than a batch (the workers': past the caller's cap), its first two fires
+        hanging: the rest of the batch they share goes on elsewhere, then the rest of that; the first is let
+        go, leaving the second hanging on a thread the pool started for a rest (unless the workers took them
+        apart otherwise)."""
         first = len(self.order)
-        for hangs in (True, True, False, False):
+        for hangs in (True, True, False, False, False, False):
             self._submit("quick-a", hangs=hangs)
         self.flush()
         self.given[self.order[first]].gate.set()  # type: ignore[union-attr]

@@ -1,8 +1,9 @@
 """The local worker pool: N threads fed by a queue bounded at 2 x N (the reference's channel).
 
 ``submit`` blocks while the queue is full: the dispatcher falls behind the clock instead of growing
-memory. At most ``workers + queue_size`` fires are ever held here (with ``caller_runs``, a batch more for
-each thread that dispatches: one, and those relieved while their run lasts).
+memory. At most ``workers + queue_size`` fires are ever held here (with ``caller_runs``, a hand-over more
+(a batch, or up to ``caller_batch``) for each thread that dispatches: one, and those relieved while their
+run lasts).
 
 A worker whose sync handler outlives its deadline (run inline, ``Invoker(inline=True)``) is reported by
 ``stuck``: another worker starts in its place, and the stuck one ends once its handler returns. So the
@@ -312,8 +313,8 @@ class WorkerPool:
         then: the dispatcher gives such a fire back to the store, where it is due again.
 
         ``caller_runs``: a quick fire handed over while nothing is queued is held for the caller's ``flush``
-        (up to a batch). A fire that has to be queued takes those held before it into the queue first: a
-        hand-over of more than a batch, or of a slow fire, is the workers'."""
+        (up to a batch, or past it while it ``_fits``). A fire that has to be queued takes those held before
+        it into the queue first: a hand-over of more than that, or of a slow fire, is the workers'."""
         if self.caller_runs:
             if (
                 not self._spilled

@@ -117,9 +117,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "dispatch_resolution",
-        "0.005",
+        "0.02",
         number(0.0, 1.0),
-        "seconds a due fire may wait to be handed over with the others due by then (0: each at its instant)",
+        "seconds a due fire may wait to be handed over with the others due by then, at most "
+        "(0: each at its instant; less while a batch fills sooner)",
     ),
     Setting(
         "lease_slack",

@@ -19,7 +19,7 @@ from typing import Any
 import uvicorn
 
 from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics
-from ticklock.adapters.queue.local import CALLER_BATCH, RELIEVE_AFTER, WorkerPool
+from ticklock.adapters.queue.local import BATCH, CALLER_BATCH, RELIEVE_AFTER, WorkerPool
 from ticklock.api import server as http_server
 from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
@@ -90,8 +90,15 @@ class LocalService:
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.pool.on_relieve = self._relieve  # and a dispatcher held up running quick fires, at once
         self.metrics.queue_depth.set_function(self.pool.depth)
+        # hand-overs of a batch at most, under a load dense enough to fill one sooner than the resolution
         self.dispatcher = build_dispatcher(
-            s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics, owner=self.owner
+            s,
+            store=self.store,
+            queue=self.pool,
+            clock=self.clock,
+            metrics=self.metrics,
+            owner=self.owner,
+            hand_over=BATCH,
         )
         self.service = build_service(s, self.store, self.registry, self.clock)
         self.app = local_app(

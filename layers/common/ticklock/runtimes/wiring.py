@@ -112,6 +112,7 @@ def build_dispatcher(
     metrics: PrometheusMetrics,
     owner: str,
     send_ahead: float = 0.0,
+    hand_over: int = 0,
 ) -> Dispatcher:
     return Dispatcher(
         store=store,
@@ -125,6 +126,7 @@ def build_dispatcher(
         lease_slack=settings.lease_slack,
         send_ahead=send_ahead,
         resolution=settings.dispatch_resolution,
+        hand_over=hand_over,
     )
 
 

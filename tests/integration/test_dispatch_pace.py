@@ -1,0 +1,154 @@
+"""The dispatcher's pace between hand-overs (``resolution``, ``hand_over``), on the real SQLite store and
+the fake clock: when each fire is handed over, and with which others.
+
+What is asserted holds whatever the pace: each fire is handed over once, never before it is due and never
+more than ``resolution`` after; a fire with none due within ``resolution`` of the last hand-over goes at its
+instant. What the pace changes: fires due close together share a hand-over, and with ``hand_over`` the
+hand-overs of a dense load come down to about that many fires.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.factories import make_job
+from tests.support.recorders import RecordingMetrics
+from ticklock.adapters.store.sqlite import SQLiteStore
+from ticklock.clock import FakeClock
+from ticklock.domain.dispatcher import Dispatcher
+from ticklock.domain.jobs import Fire
+
+START = datetime(2026, 1, 1, 12, 0, 0, 100_000, tzinfo=UTC)  # claims at whole seconds: this one 0.9 s ahead
+
+
+@dataclass
+class HandOvers:
+    """A queue that keeps, for each flush, the clock's time and the fires submitted since the last one."""
+
+    clock: FakeClock
+    expected: int
+    done: threading.Event = field(default_factory=threading.Event)
+    taken: list[tuple[datetime, list[Fire]]] = field(default_factory=list)
+    _open: list[Fire] = field(default_factory=list)
+
+    def submit(self, fire: Fire) -> None:
+        self._open.append(fire)
+
+    def free_slots(self) -> int:
+        return 1_000_000
+
+    def flush(self) -> None:
+        self.taken.append((self.clock.now(), self._open))
+        self._open = []
+        if sum(len(fires) for _, fires in self.taken) >= self.expected:
+            self.done.set()
+
+    def drain_unstarted(self) -> Sequence[Fire]:
+        return []
+
+
+Taken = list[tuple[datetime, list[Fire]]]
+
+
+def hand_overs(offsets_ms: Sequence[int], *, resolution: float, hand_over: int = 0) -> Taken:
+    """Jobs due at START + each offset (ms), dispatched until all are handed over: the hand-overs."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = SQLiteStore(Path(folder) / "pace.db")
+        try:
+            store.add_jobs([make_job(next_run_at=START + timedelta(milliseconds=ms)) for ms in offsets_ms])
+            clock = FakeClock(START)
+            queue = HandOvers(clock, len(offsets_ms))
+            dispatcher = Dispatcher(
+                store=store,
+                queue=queue,
+                clock=clock,
+                metrics=RecordingMetrics(),
+                owner="d",
+                resolution=resolution,
+                hand_over=hand_over,
+            )
+            loop = threading.Thread(target=dispatcher.run, args=(queue.done,))
+            loop.start()
+            loop.join(30)
+            assert not loop.is_alive(), "the dispatcher did not hand every fire over"
+        finally:
+            store.close()
+    return queue.taken
+
+
+def due_times(taken: Taken) -> list[datetime]:
+    return sorted(fire.due for _, fires in taken for fire in fires)
+
+
+def lags_ms(taken: Taken) -> list[float]:
+    return [(at - fire.due).total_seconds() * 1000 for at, fires in taken for fire in fires]
+
+
+def test_fires_due_close_together_share_a_hand_over_none_later_than_the_resolution() -> None:
+    taken = hand_overs(range(0, 200), resolution=0.02)  # one a millisecond
+    assert due_times(taken) == [START + timedelta(milliseconds=ms) for ms in range(200)]  # each once
+    assert min(lags_ms(taken)) >= 0 and max(lags_ms(taken)) <= 20
+    # the first at its instant, then one hand-over every 20 ms with the 20 due since the last
+    assert [len(fires) for _, fires in taken] == [1] + [20] * 9 + [19]
+
+
+def test_without_a_resolution_each_fire_goes_at_its_instant() -> None:
+    taken = hand_overs(range(0, 50), resolution=0.0)
+    assert [len(fires) for _, fires in taken] == [1] * 50
+    assert lags_ms(taken) == [0.0] * 50
+
+
+def test_a_fire_alone_within_the_resolution_goes_at_its_instant() -> None:
+    # 100 ms apart, under a resolution of 20 ms (and a target the hand-overs never reach): no waiting
+    taken = hand_overs(range(0, 1000, 100), resolution=0.02, hand_over=48)
+    assert [len(fires) for _, fires in taken] == [1] * 10
+    assert lags_ms(taken) == [0.0] * 10
+
+
+def test_a_dense_load_is_handed_over_in_about_hand_over_fires() -> None:
+    # 10 fires a millisecond (10,000 a second): at a fixed 20 ms they go 200 at a time
+    dense = [ms for ms in range(100) for _ in range(10)]
+    fixed = hand_overs(dense, resolution=0.02)
+    assert max(len(fires) for _, fires in fixed) == 200
+    # with a target of 40: the first at its instant (10), the next 20 ms on (the gap as it started: 200),
+    # then the gap is 20 ms x 40 / 200 = 4 ms, and it stays there (40 a hand-over) to the last (the 30 left)
+    paced = hand_overs(dense, resolution=0.02, hand_over=40)
+    assert [len(fires) for _, fires in paced] == [10, 200] + [40] * 19 + [30]
+    assert max(lags_ms(paced)) <= 20
+
+
+def test_the_gap_grows_back_once_the_load_thins() -> None:
+    # 50 ms of 10 fires a millisecond, then one fire every 2 ms: the hand-overs go back to 20 ms apart
+    dense = [ms for ms in range(50) for _ in range(10)]
+    thin = list(range(100, 400, 2))
+    taken = hand_overs(dense + thin, resolution=0.02, hand_over=40)
+    late = [(at, fires) for at, fires in taken if at >= START + timedelta(milliseconds=140)]
+    gaps = [(b[0] - a[0]).total_seconds() * 1000 for a, b in itertools.pairwise(late)]
+    assert gaps and all(gap == 20 for gap in gaps), gaps
+    assert max(lags_ms(taken)) <= 20
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    offsets=st.lists(st.integers(0, 800), min_size=1, max_size=120),
+    resolution_ms=st.integers(0, 50),
+    hand_over=st.integers(0, 30),
+)
+def test_every_fire_once_never_early_never_later_than_the_resolution(
+    offsets: list[int], resolution_ms: int, hand_over: int
+) -> None:
+    taken = hand_overs(offsets, resolution=resolution_ms / 1000, hand_over=hand_over)
+    assert due_times(taken) == sorted(START + timedelta(milliseconds=ms) for ms in offsets)
+    assert all(0 <= lag <= resolution_ms for lag in lags_ms(taken)), (lags_ms(taken), resolution_ms)
+    # a hand-over is of the fires due by then that no earlier one took: each at most one gap apart
+    for at, fires in taken:
+        assert fires and all(fire.due <= at for fire in fires)

@@ -16,16 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics
+from ticklock.adapters.queue.local import BATCH
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
 from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.jobs import Fire
+from ticklock.domain.jobs import Fire, Job
+from ticklock.runtimes.local import LocalService
+from ticklock.settings import Settings
 
 START = datetime(2026, 1, 1, 12, 0, 0, 100_000, tzinfo=UTC)  # claims at whole seconds: this one 0.9 s ahead
 
@@ -36,6 +40,7 @@ class HandOvers:
 
     clock: FakeClock
     expected: int
+    run_ms: float = 0.0  # of the fake clock's time a fire, as the hand-over is made
     done: threading.Event = field(default_factory=threading.Event)
     taken: list[tuple[datetime, list[Fire]]] = field(default_factory=list)
     _open: list[Fire] = field(default_factory=list)
@@ -48,6 +53,7 @@ class HandOvers:
 
     def flush(self) -> None:
         self.taken.append((self.clock.now(), self._open))
+        self.clock.advance(self.run_ms * len(self._open) / 1000)
         self._open = []
         if sum(len(fires) for _, fires in self.taken) >= self.expected:
             self.done.set()
@@ -59,14 +65,35 @@ class HandOvers:
 Taken = list[tuple[datetime, list[Fire]]]
 
 
-def hand_overs(offsets_ms: Sequence[int], *, resolution: float, hand_over: int = 0) -> Taken:
-    """Jobs due at START + each offset (ms), dispatched until all are handed over: the hand-overs."""
+class SlowClaims(SQLiteStore):
+    """A store whose claims take ``claim_ms`` of the fake clock's time (a real one's round trip)."""
+
+    clock: FakeClock
+    claim_ms = 0.0
+
+    def claim_due(self, **kw: Any) -> list[Job]:
+        self.clock.advance(self.claim_ms / 1000)
+        return super().claim_due(**kw)
+
+
+def hand_overs(
+    offsets_ms: Sequence[int],
+    *,
+    resolution: float,
+    hand_over: int = 0,
+    run_ms: float = 0.0,
+    claim_ms: float = 0.0,
+) -> Taken:
+    """Jobs due at START + each offset (ms), dispatched until all are handed over: the hand-overs. Each
+    hand-over takes ``run_ms`` a fire of the fake clock's time (the dispatcher running it itself), each
+    claim ``claim_ms``."""
     with tempfile.TemporaryDirectory() as folder:
-        store = SQLiteStore(Path(folder) / "pace.db")
+        store = SlowClaims(Path(folder) / "pace.db")
+        clock = FakeClock(START)
+        store.clock, store.claim_ms = clock, claim_ms
+        queue = HandOvers(clock, len(offsets_ms), run_ms)
         try:
             store.add_jobs([make_job(next_run_at=START + timedelta(milliseconds=ms)) for ms in offsets_ms])
-            clock = FakeClock(START)
-            queue = HandOvers(clock, len(offsets_ms))
             dispatcher = Dispatcher(
                 store=store,
                 queue=queue,
@@ -76,11 +103,12 @@ def hand_overs(offsets_ms: Sequence[int], *, resolution: float, hand_over: int =
                 resolution=resolution,
                 hand_over=hand_over,
             )
-            loop = threading.Thread(target=dispatcher.run, args=(queue.done,))
+            loop = threading.Thread(target=dispatcher.run, args=(queue.done,), daemon=True)
             loop.start()
-            loop.join(30)
+            loop.join(60)
             assert not loop.is_alive(), "the dispatcher did not hand every fire over"
         finally:
+            queue.done.set()  # a loop still going ends (on the fake clock its sleeps take no time)
             store.close()
     return queue.taken
 
@@ -137,9 +165,53 @@ def test_the_gap_grows_back_once_the_load_thins() -> None:
     assert max(lags_ms(taken)) <= 20
 
 
+def test_a_hand_over_the_dispatcher_runs_itself_does_not_add_to_the_wait() -> None:
+    # one fire a millisecond, each hand-over taking 0.5 ms a fire of the clock (20 fires: 10 ms): the gap
+    # counts from when a hand-over began, so none waits more than the resolution (from its end: 30 ms)
+    taken = hand_overs(range(0, 400), resolution=0.02, run_ms=0.5)
+    assert max(lags_ms(taken)) <= 20
+    assert max(len(fires) for _, fires in taken) == 20
+    # a hand-over that lasts longer than the resolution (1.5 ms a fire): the next begins as it ends (within
+    # the clock's millisecond), with what came due meanwhile
+    slow = hand_overs(range(0, 400), resolution=0.02, run_ms=1.5)
+    waits = [
+        (later - (at + timedelta(milliseconds=1.5 * len(fires)))).total_seconds() * 1000
+        for (at, fires), (later, _) in itertools.pairwise(slow)
+        if 1.5 * len(fires) >= 20
+    ]
+    assert waits and all(-1 < wait < 1 for wait in waits), waits
+
+
+def test_the_pace_is_measured_on_the_clock_through_claims_that_take_time() -> None:
+    # 5 fires a millisecond for 2.5 s, past two whole seconds, each claim of 100 taking 2 ms: at every whole
+    # second ~50 claims come back full, with small hand-overs between them; the pace stays ~16 a hand-over
+    dense = [ms for ms in range(2500) for _ in range(5)]
+    taken = hand_overs(dense, resolution=0.02, hand_over=16, claim_ms=2.0)
+    sizes = [len(fires) for _, fires in taken]
+    assert max(sizes[3:]) <= 32, sorted(sizes)[-10:]
+    assert max(lags_ms(taken)) <= 20
+
+
+def test_the_gap_is_a_tenth_of_the_resolution_at_least() -> None:
+    # 100 fires a millisecond, a target of 16: the pace asks for 0.16 ms, the floor keeps 2 ms (200 a time)
+    dense = [ms for ms in range(60) for _ in range(100)]
+    taken = hand_overs(dense, resolution=0.02, hand_over=16)
+    sizes = [len(fires) for _, fires in taken]
+    assert sizes[3:-1] and all(size == 200 for size in sizes[3:-1]), sizes
+
+
+def test_serve_paces_its_hand_overs_to_a_batch_of_the_pool(tmp_path: Path) -> None:
+    service = LocalService(Settings.load({"TICKLOCK_DB": str(tmp_path / "serve.db")}, plugins=()))
+    try:
+        assert service.dispatcher.hand_over == BATCH
+        assert service.dispatcher.resolution == timedelta(milliseconds=20)
+    finally:
+        service.stop()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    offsets=st.lists(st.integers(0, 800), min_size=1, max_size=120),
+    offsets=st.lists(st.integers(0, 2500), min_size=1, max_size=150),
     resolution_ms=st.integers(0, 50),
     hand_over=st.integers(0, 30),
 )
@@ -149,6 +221,6 @@ def test_every_fire_once_never_early_never_later_than_the_resolution(
     taken = hand_overs(offsets, resolution=resolution_ms / 1000, hand_over=hand_over)
     assert due_times(taken) == sorted(START + timedelta(milliseconds=ms) for ms in offsets)
     assert all(0 <= lag <= resolution_ms for lag in lags_ms(taken)), (lags_ms(taken), resolution_ms)
-    # a hand-over is of the fires due by then that no earlier one took: each at most one gap apart
+    # no hand-over is empty, and each holds only fires due by then
     for at, fires in taken:
         assert fires and all(fire.due <= at for fire in fires)

@@ -72,6 +72,7 @@ class Dispatcher:
         self.resolution = timedelta(seconds=resolution)
         self.hand_over = hand_over
         self._gap = self.resolution  # between hand-overs, at least (``_pace``)
+        self._handed: datetime | None = None  # when the last hand-over of any fire began
         self._pending: list[tuple[datetime, int, Fire]] = []
         self._starved = False  # the last claim was cut short by max_pending: more may be due
         self._seq = itertools.count()
@@ -182,7 +183,8 @@ class Dispatcher:
                     _, more = self.claim(now)
                     if now >= next_tick:
                         next_tick = _next_second(now)
-                self._pace(self.release_due(self.clock.now() + self.send_ahead, stop))
+                began = self.clock.now()
+                self._pace(began, self.release_due(began + self.send_ahead, stop))
                 if superseded():
                     log.info("dispatcher.superseded", extra={"owner": self.owner})
                     return
@@ -193,10 +195,12 @@ class Dispatcher:
                 held = self.next_wake()
                 if held is not None:
                     # with send_ahead, fires go out in windows of half of it: fuller batches, fewer calls; and
-                    # never sooner than ``resolution`` after the last hand-over, so that the fires due within
-                    # it go out together (a worker runs quick ones as one batch) for at most that much lag
+                    # never sooner than the least gap (``_pace``) after the last hand-over began, so that the
+                    # fires due within it go out together (run as one batch) for at most that much lag; a
+                    # hand-over that itself lasted longer (the dispatcher ran it) is followed at once
                     gap = max(self.send_ahead / 2, self._gap)
-                    wake = min(wake, max(held - self.send_ahead, now + gap))
+                    after = held if self._handed is None else self._handed + gap
+                    wake = min(wake, max(held - self.send_ahead, after))
                 self.clock.sleep(max(0.0, (wake - now).total_seconds()), stop)
             except Exception:
                 log.exception("dispatcher.error")
@@ -204,15 +208,19 @@ class Dispatcher:
                 self.clock.sleep(1.0, stop)
         log.info("dispatcher.stopped", extra={"owner": self.owner})
 
-    def _pace(self, released: int) -> None:
-        """The least gap before the next hand-over, after one of ``released`` fires: with ``hand_over``, scaled
-        so that at the pace those came due the next is ``hand_over`` fires, between a tenth of ``resolution``
-        and ``resolution``. Under a steady load it settles in one hand-over (the next gap is hand_over / rate
-        whatever this one was: one odd count moves one gap, nothing builds up); after a burst (all due at
-        once) it is short for one hand-over, whose few fires lengthen it again."""
-        if self.hand_over <= 0 or released <= 0:
+    def _pace(self, began: datetime, released: int) -> None:
+        """A hand-over that began at ``began`` gave the queue ``released`` fires: with ``hand_over``, the least
+        gap before the next is the time ``hand_over`` fires take to come due at the pace these did (those
+        due since the last hand-over began), between a tenth of ``resolution`` and ``resolution``. Measured
+        on the clock, not on the last gap: a claim's round trips, a hand-over the dispatcher ran itself or a
+        wake-up cut short by the whole second do not skew it, and one odd count moves one gap only."""
+        if released <= 0:
             return
-        self._gap = min(self.resolution, max(self.resolution / 10, self._gap * (self.hand_over / released)))
+        last, self._handed = self._handed, began
+        if self.hand_over <= 0 or last is None or began <= last:  # nothing to measure the pace over
+            return
+        gap = (began - last) * (self.hand_over / released)
+        self._gap = min(self.resolution, max(self.resolution / 10, gap))
 
     def _safely_tick(self, claimed: int, seconds: float, *, failed: bool) -> None:
         try:

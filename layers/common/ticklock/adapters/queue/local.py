@@ -11,16 +11,17 @@ pool keeps ``workers`` threads serving the queue, however many handlers hang.
 
 ``caller_runs`` (``ticklock serve``): a hand-over that is all quick fires (``batchable``, at most a batch)
 into an empty queue is run by the caller itself at ``flush``, on its own thread, with no worker woken. A
-spread load hands over a few fires every few milliseconds; each such group cost three thread wake-ups
-(the dispatcher's, a worker's, the watcher's), a quarter of a fire's CPU. Past a batch, up to
-``caller_batch`` fires, the caller keeps a hand-over whose runs are ``expected`` to take ``caller_budget``
-seconds in all at most (serve: its dispatch resolution, at most a quarter of ``relieve_after``, and only
-with the in-process lock, so that it is not held up longer than a batch of quick fires could hold it
-already): 5,000 noop fires a second come in hand-overs of ~25, which took ~180 us of CPU a fire on the
-workers and ~165 on the dispatcher. The caller is the dispatcher, so a caller's run that lasts more than
-``relieve_after`` seconds (a quick handler that hangs) is reported to ``on_relieve`` with the caller's
-thread, which then starts another dispatcher in its place
-(``LocalService``); the fires of that run's handlers go to the workers from then on, until it ends.
+spread load hands over a group of fires every few milliseconds (serve paces them to about a batch); each
+such group cost three thread wake-ups (the dispatcher's, a worker's, the watcher's), a quarter of a
+fire's CPU. Past a batch, up to ``caller_batch`` fires, the caller keeps a hand-over whose runs are
+``expected`` to take ``caller_budget`` seconds in all at most (serve: its dispatch resolution, at most a
+quarter of ``relieve_after``: 12.5 ms at the defaults; and only with the in-process lock, so that it is
+not held up much longer than a batch of quick fires could hold it already): under 5,000 noop fires a
+second at a fixed 5 ms, hand-overs of ~25 took ~180 us of CPU a fire on the workers and ~165 on the
+dispatcher; a paced hand-over that comes out a little past a batch stays the caller's. The caller is
+the dispatcher, so a caller's run that lasts more than ``relieve_after`` seconds (a quick handler that
+hangs) is reported to ``on_relieve`` with the caller's thread, which then starts another dispatcher in
+its place (``LocalService``); the fires of that run's handlers go to the workers from then on, until it ends.
 
 ``take_stalled`` (the runner's): a batch, a worker's or a caller's, whose current run has lasted
 ``relieve_after`` seconds is taken apart by the same watch: the rest of it (the fires not begun, the runs

@@ -398,6 +398,60 @@ def test_past_a_batch_a_caller_keeps_a_hand_over_only_while_its_expected_runs_fi
     assert pool.stop(5)
 
 
+def test_past_a_batch_a_caller_counts_each_fire_at_the_pace_of_its_own_hand_overs() -> None:
+    """The caller's own hand-overs are timed on the pool's clock, whole (a lock's round trips and the
+    store's writes with the handlers' runs): past a batch, a fire counts at the longer of its handler's
+    expected run and that pace. So a caller whose fires cost more than their handlers keeps about a
+    batch, and the pace follows what its hand-overs take (a moving average); the workers' runs are not
+    the caller's pace."""
+    now = [0.0]
+    cost = [0.002]  # seconds each fire of a caller's hand-over takes on the pool's clock
+    me = threading.current_thread()
+
+    class Timed(Recorder):
+        def run_many(self, batch: list[Fire], *, defer: bool) -> None:
+            super().run_many(batch, defer=defer)
+            if threading.current_thread() is me:
+                now[0] += cost[0] * len(batch)
+
+    recorder = Timed()
+    pool = caller_pool(
+        recorder, batch=4, caller_batch=8, caller_budget=0.010, expected=lambda f: 0.0001,
+        monotonic=lambda: now[0],
+    )  # fmt: skip
+
+    def hand(names: list[str]) -> list[tuple[list[str], threading.Thread]]:
+        recorder.calls.clear()
+        for name in names:
+            pool.submit(fire(name))
+        pool.flush()
+        assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == len(names), timeout=5)
+        return [(n, thread) for _, n, thread in recorder.calls]
+
+    eight = [f"cheap-{i}" for i in range(8)]
+    assert pool.caller_pace == 0.0
+    assert hand(eight) == [(eight, me)]  # not measured yet: 8 x 0.1 ms fits the 10 ms
+    assert pool.caller_pace == pytest.approx(0.002)
+    ran = hand(eight)  # 8 x 2 ms: over the budget, the workers' whole, in order
+    assert [name for names, _ in ran for name in names] == eight and all(t is not me for _, t in ran)
+    assert pool.caller_pace == pytest.approx(0.002)  # the workers' runs did not move it
+    six = eight[:6]  # 12 ms: the workers'
+    ran = hand(six)
+    assert [name for names, _ in ran for name in names] == six and all(t is not me for _, t in ran)
+    five = eight[:5]  # 10 ms: fits
+    assert hand(five) == [(five, me)]
+    four = eight[:4]  # a batch: the caller's whatever its pace
+    cost[0] = 0.020
+    assert hand(four) == [(four, me)]
+    assert pool.caller_pace == pytest.approx(0.002 + (0.020 - 0.002) / 8)  # an eighth of the way
+    cost[0] = 0.0005
+    for _ in range(40):
+        assert hand(four) == [(four, me)]
+    assert pool.caller_pace < 0.00125  # back toward 0.5 ms: 8 x 1.25 ms fits the 10 ms again
+    assert hand(eight) == [(eight, me)]
+    assert pool.stop(5)
+
+
 def test_without_a_caller_batch_a_hand_over_of_more_than_a_batch_is_the_workers_whatever_its_runs() -> None:
     recorder = Recorder()
     pool = caller_pool(recorder, batch=4, expected=lambda f: 0.0)  # no budget given: none past a batch
@@ -433,9 +487,11 @@ def test_a_caller_held_up_by_its_run_is_relieved_once_and_its_handlers_fires_go_
         recorder.gate.set()
     caller.join(5)
     assert not pool.running_caller(caller) and pool.busy() == 0
+    assert pool.caller_pace == 0.0  # a run that hung is no measure of the caller's pace
     pool.submit(fire("again"))
     pool.flush()  # the run is over: its handler's fires are the caller's again
     assert recorder.calls[-1][1:] == (["again"], threading.current_thread())
+    assert 0.0 < pool.caller_pace < 0.05  # that one is
     assert pool.stop(5)
 
 

@@ -79,10 +79,10 @@ class LocalService:
             batchable=self.runner.batchable,
             finish_deferred=self.runner.finish_deferred,
             caller_runs=True,  # the dispatcher runs a hand-over of a few quick fires itself: no wake-ups
-            # and one of more than a batch, up to CALLER_BATCH, whose handlers' runs should end within its
-            # resolution (a quarter of the relief's bound at most); with the in-process lock only: a Redis
-            # lock costs two round trips a fire, and 64 of them could hold the dispatcher up to that bound
-            caller_batch=CALLER_BATCH if s.lock == "local" else 0,
+            # and one of more than a batch, up to CALLER_BATCH, whose fires should end within its resolution
+            # (a quarter of the relief's bound at most), each counted at its handler's run or at the pace of
+            # the dispatcher's own hand-overs, the longer (a Redis lock's round trips count there)
+            caller_batch=CALLER_BATCH,
             caller_budget=min(s.dispatch_resolution, RELIEVE_AFTER / 4),
             expected=self.runner.expected_seconds,
             take_stalled=self.runner.take_stalled,  # a batch held up by a run that hangs: the rest goes on

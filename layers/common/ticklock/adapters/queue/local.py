@@ -13,10 +13,13 @@ pool keeps ``workers`` threads serving the queue, however many handlers hang.
 into an empty queue is run by the caller itself at ``flush``, on its own thread, with no worker woken. A
 spread load hands over a group of fires every few milliseconds (serve paces them to about a batch); each
 such group cost three thread wake-ups (the dispatcher's, a worker's, the watcher's), a quarter of a
-fire's CPU. Past a batch, up to ``caller_batch`` fires, the caller keeps a hand-over whose runs are
-``expected`` to take ``caller_budget`` seconds in all at most (serve: its dispatch resolution, at most a
-quarter of ``relieve_after``: 12.5 ms at the defaults; and only with the in-process lock, so that it is
-not held up much longer than a batch of quick fires could hold it already): under 5,000 noop fires a
+fire's CPU. Past a batch, up to ``caller_batch`` fires, the caller keeps a hand-over whose fires are
+expected to take ``caller_budget`` seconds in all at most (serve: its dispatch resolution, at most a
+quarter of ``relieve_after``: 12.5 ms at the defaults), so that it is not held up much longer than a
+batch of quick fires could hold it already. A fire is expected to take the longer of its handler's
+run (``expected``) and what each fire of the caller's own hand-overs took, measured on its clock (the
+lock's round trips and the store's writes included: a Redis lock or a remote store counts as its fires
+really run, without the wiring saying which lock it is): under 5,000 noop fires a
 second at a fixed 5 ms, hand-overs of ~25 took ~180 us of CPU a fire on the workers and ~165 on the
 dispatcher; a paced hand-over that comes out a little past a batch stays the caller's. The caller is
 the dispatcher, so a caller's run that lasts more than ``relieve_after`` seconds (a quick handler that
@@ -243,7 +246,8 @@ class WorkerPool:
         ``caller_runs``, ``relieve_after`` and ``take_stalled``: see the module's docstring; ``on_relieve``
         is set by the caller's owner. ``caller_batch`` (at least ``batch``), ``caller_budget`` and
         ``expected`` (a fire's run, in seconds: its handler's average): a caller's hand-over of more than a
-        batch is its own while the fires' expected runs add up to ``caller_budget`` at most."""
+        batch is its own while the fires' expected costs add up to ``caller_budget`` at most, each the
+        longer of its ``expected`` run and the caller's pace (``caller_pace``)."""
         self._run = run
         self._run_many = run_many
         self._finish_deferred = finish_deferred
@@ -266,7 +270,11 @@ class WorkerPool:
         self._relieve_after = relieve_after
         self._monotonic = monotonic
         self._held: list[Fire] = []
-        self._held_seconds = 0.0  # the held fires' expected runs
+        self._held_seconds = 0.0  # the held fires' expected costs
+        # seconds a fire of the callers' own hand-overs took, whole (a moving average; unlocked: a lost update
+        # between two callers costs one reading)
+        self.caller_pace = 0.0
+        self._paced = 0  # the callers' hand-overs measured
         self._spilled = False  # this hand-over put fires in the queue: the rest follow them (until ``flush``)
         self._callers: dict[threading.Thread, _CallerRun] = {}
         self._take_stalled = take_stalled if run_many is not None else None
@@ -342,8 +350,9 @@ class WorkerPool:
 
     def _fits(self, fire: Fire) -> bool:
         """Room for a quick ``fire`` in the caller's hand-over (counted if so): within a batch, or past one
-        while the held fires' expected runs stay within ``caller_budget``."""
-        seconds = self._held_seconds + self._expected(fire)
+        while the held fires' expected costs stay within ``caller_budget``: each the longer of its
+        handler's run and the pace of the caller's own hand-overs so far."""
+        seconds = self._held_seconds + max(self._expected(fire), self.caller_pace)
         if len(self._held) >= self._batch and not seconds <= self._caller_budget:
             return False
         self._held_seconds = seconds
@@ -385,6 +394,15 @@ class WorkerPool:
                     self._busy -= 1
                 if run.relieved:
                     self._unheld -= run.handlers
+            if not run.relieved:  # a run that hung says nothing of the pace (its handlers go to the workers)
+                self._pace(run.since, len(held))
+
+    def _pace(self, since: float, fires: int) -> None:
+        """A caller's hand-over of ``fires`` that began at ``since`` has ended: the pace of its fires, whole,
+        into the moving average ``_fits`` counts a fire by (the first as it is, then an eighth each)."""
+        seconds = (self._monotonic() - since) / fires
+        self.caller_pace = seconds if not self._paced else self.caller_pace + (seconds - self.caller_pace) / 8
+        self._paced += 1
 
     def _watched(self, since: float, batches: int = 0) -> None:
         """A batch began at ``since`` (``batches``: a worker's, counted until it ends): the relief's watch

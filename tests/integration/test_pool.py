@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -313,6 +314,17 @@ def hand_over(pool: WorkerPool, name: str) -> None:
     pool.flush()
 
 
+def hand_over_all(pool: WorkerPool, recorder: Recorder, names: list[str]) -> list[tuple[list[str], threading.Thread]]:
+    """Hand fires of these names over and flush, as the dispatcher does; each run of them (a batch or one)
+    with the thread that ran it, once all have run."""
+    recorder.calls.clear()
+    for name in names:
+        pool.submit(fire(name))
+    pool.flush()
+    assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == len(names), timeout=5)
+    return [(n, thread) for _, n, thread in recorder.calls]
+
+
 def caller_pool(recorder: Recorder, **options: object) -> WorkerPool:
     pool = WorkerPool(
         recorder.run, workers=2, queue_size=64, run_many=recorder.run_many,
@@ -375,14 +387,7 @@ def test_past_a_batch_a_caller_keeps_a_hand_over_only_while_its_expected_runs_fi
     )  # fmt: skip
     me = threading.current_thread()
 
-    def hand(names: list[str]) -> list[tuple[list[str], threading.Thread]]:
-        recorder.calls.clear()
-        for name in names:
-            pool.submit(fire(name))
-        pool.flush()
-        assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == len(names), timeout=5)
-        return [(n, thread) for _, n, thread in recorder.calls]
-
+    hand = functools.partial(hand_over_all, pool, recorder)
     cheap = [f"cheap-{i}" for i in range(8)]  # 8 ms expected: past the batch of 4, within the budget
     assert hand(cheap) == [(cheap, me)]
     nine = [f"cheap-{i}" for i in range(9)]  # one more than caller_batch: the workers', in order
@@ -420,14 +425,7 @@ def test_past_a_batch_a_caller_counts_each_fire_at_the_pace_of_its_own_hand_over
         monotonic=lambda: now[0],
     )  # fmt: skip
 
-    def hand(names: list[str]) -> list[tuple[list[str], threading.Thread]]:
-        recorder.calls.clear()
-        for name in names:
-            pool.submit(fire(name))
-        pool.flush()
-        assert wait_until(lambda: sum(len(n) for _, n, _ in recorder.calls) == len(names), timeout=5)
-        return [(n, thread) for _, n, thread in recorder.calls]
-
+    hand = functools.partial(hand_over_all, pool, recorder)
     eight = [f"cheap-{i}" for i in range(8)]
     assert pool.caller_pace == 0.0
     assert hand(eight) == [(eight, me)]  # not measured yet: 8 x 0.1 ms fits the 10 ms

@@ -403,50 +403,77 @@ def test_past_a_batch_a_caller_keeps_a_hand_over_only_while_its_expected_runs_fi
     assert pool.stop(5)
 
 
+class Timed(Recorder):
+    """A ``Recorder`` whose caller's runs (those on ``caller``) take ``cost`` seconds a fire on ``clock``, the
+    pool's monotonic clock; ``fails`` makes them raise once they have taken it."""
+
+    def __init__(self, caller: threading.Thread, cost: float) -> None:
+        super().__init__()
+        self.caller, self.cost, self.fails = caller, cost, False
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_many(self, batch: list[Fire], *, defer: bool) -> None:
+        super().run_many(batch, defer=defer)
+        if threading.current_thread() is self.caller:
+            self.now += self.cost * len(batch)
+            if self.fails:
+                raise RuntimeError("the store went away")
+
+
 def test_past_a_batch_a_caller_counts_each_fire_at_the_pace_of_its_own_hand_overs() -> None:
     """The caller's own hand-overs are timed on the pool's clock, whole (a lock's round trips and the
     store's writes with the handlers' runs): past a batch, a fire counts at the longer of its handler's
-    expected run and that pace. So a caller whose fires cost more than their handlers keeps about a
-    batch, and the pace follows what its hand-overs take (a moving average); the workers' runs are not
-    the caller's pace."""
-    now = [0.0]
-    cost = [0.002]  # seconds each fire of a caller's hand-over takes on the pool's clock
+    expected run and that pace, a moving average from 0. So a caller whose fires cost more than their
+    handlers keeps about what fits its budget, and the pace follows what its hand-overs take; the
+    workers' runs are not the caller's pace."""
     me = threading.current_thread()
-
-    class Timed(Recorder):
-        def run_many(self, batch: list[Fire], *, defer: bool) -> None:
-            super().run_many(batch, defer=defer)
-            if threading.current_thread() is me:
-                now[0] += cost[0] * len(batch)
-
-    recorder = Timed()
+    recorder = Timed(me, cost=0.002)
     pool = caller_pool(
         recorder, batch=4, caller_batch=8, caller_budget=0.010, expected=lambda f: 0.0001,
-        monotonic=lambda: now[0],
+        monotonic=recorder.clock, relieve_after=10.0,
     )  # fmt: skip
-
     hand = functools.partial(hand_over_all, pool, recorder)
     eight = [f"cheap-{i}" for i in range(8)]
+    four, five, six = eight[:4], eight[:5], eight[:6]
     assert pool.caller_pace == 0.0
     assert hand(eight) == [(eight, me)]  # not measured yet: 8 x 0.1 ms fits the 10 ms
-    assert pool.caller_pace == pytest.approx(0.002)
-    ran = hand(eight)  # 8 x 2 ms: over the budget, the workers' whole, in order
-    assert [name for names, _ in ran for name in names] == eight and all(t is not me for _, t in ran)
-    assert pool.caller_pace == pytest.approx(0.002)  # the workers' runs did not move it
-    six = eight[:6]  # 12 ms: the workers'
-    ran = hand(six)
-    assert [name for names, _ in ran for name in names] == six and all(t is not me for _, t in ran)
-    five = eight[:5]  # 10 ms: fits
-    assert hand(five) == [(five, me)]
-    four = eight[:4]  # a batch: the caller's whatever its pace
-    cost[0] = 0.020
+    assert pool.caller_pace == pytest.approx(0.002 / 8)  # an eighth of the way from 0
+    for _ in range(40):
+        assert hand(four) == [(four, me)]  # a batch: the caller's whatever its pace
+    assert pool.caller_pace == pytest.approx(0.002, rel=0.01)
+    for names in (eight, six):  # 16 and 12 ms at ~2 ms a fire: over the budget, the workers' whole, in order
+        ran = hand(names)
+        assert [name for n, _ in ran for name in n] == names and all(t is not me for _, t in ran)
+    assert pool.caller_pace == pytest.approx(0.002, rel=0.01)  # the workers' runs did not move it
+    assert hand(five) == [(five, me)]  # ~10 ms: fits
+    recorder.cost = 0.020
+    before = pool.caller_pace
     assert hand(four) == [(four, me)]
-    assert pool.caller_pace == pytest.approx(0.002 + (0.020 - 0.002) / 8)  # an eighth of the way
-    cost[0] = 0.0005
+    assert pool.caller_pace == pytest.approx(before + (0.020 - before) / 8)
+    recorder.cost = 0.0005
     for _ in range(40):
         assert hand(four) == [(four, me)]
     assert pool.caller_pace < 0.00125  # back toward 0.5 ms: 8 x 1.25 ms fits the 10 ms again
     assert hand(eight) == [(eight, me)]
+    assert pool.stop(5)
+
+
+def test_a_callers_run_counts_at_most_the_relief_bound_and_one_that_failed_not_at_all() -> None:
+    """A caller's run longer than ``relieve_after`` (a hang, or fires dearer than any hand-over past a batch
+    can afford: a slow lock's round trips) counts as that bound, relieved or not; a run that raised says
+    nothing of the pace."""
+    me = threading.current_thread()
+    recorder = Timed(me, cost=0.050)
+    pool = caller_pool(recorder, batch=4, monotonic=recorder.clock, relieve_after=0.05)
+    four = [f"cheap-{i}" for i in range(4)]
+    assert hand_over_all(pool, recorder, four) == [(four, me)]  # 200 ms on the pool's clock
+    assert pool.caller_pace == pytest.approx(0.05 / 4 / 8)  # as 50 ms, not 200
+    recorder.fails = True
+    hand_over_all(pool, recorder, four)
+    assert pool.caller_pace == pytest.approx(0.05 / 4 / 8)  # unchanged
     assert pool.stop(5)
 
 
@@ -485,11 +512,11 @@ def test_a_caller_held_up_by_its_run_is_relieved_once_and_its_handlers_fires_go_
         recorder.gate.set()
     caller.join(5)
     assert not pool.running_caller(caller) and pool.busy() == 0
-    assert pool.caller_pace == 0.0  # a run that hung is no measure of the caller's pace
+    assert pool.caller_pace == pytest.approx(0.05 / 8)  # the hung run counts as the relief's bound
     pool.submit(fire("again"))
     pool.flush()  # the run is over: its handler's fires are the caller's again
     assert recorder.calls[-1][1:] == (["again"], threading.current_thread())
-    assert 0.0 < pool.caller_pace < 0.05  # that one is
+    assert 0.0 < pool.caller_pace < 0.05 / 8  # a quick run brings it down
     assert pool.stop(5)
 
 

@@ -271,10 +271,8 @@ class WorkerPool:
         self._monotonic = monotonic
         self._held: list[Fire] = []
         self._held_seconds = 0.0  # the held fires' expected costs
-        # seconds a fire of the callers' own hand-overs took, whole (a moving average; unlocked: a lost update
-        # between two callers costs one reading)
+        # seconds a fire of the callers' own hand-overs took, whole: a moving average from 0 (``_pace``)
         self.caller_pace = 0.0
-        self._paced = 0  # the callers' hand-overs measured
         self._spilled = False  # this hand-over put fires in the queue: the rest follow them (until ``flush``)
         self._callers: dict[threading.Thread, _CallerRun] = {}
         self._take_stalled = take_stalled if run_many is not None else None
@@ -351,7 +349,7 @@ class WorkerPool:
     def _fits(self, fire: Fire) -> bool:
         """Room for a quick ``fire`` in the caller's hand-over (counted if so): within a batch, or past one
         while the held fires' expected costs stay within ``caller_budget``: each the longer of its
-        handler's run and the pace of the caller's own hand-overs so far."""
+        handler's run and the pace of the caller's own hand-overs so far (``_pace``)."""
         seconds = self._held_seconds + max(self._expected(fire), self.caller_pace)
         if len(self._held) >= self._batch and not seconds <= self._caller_budget:
             return False
@@ -383,8 +381,10 @@ class WorkerPool:
             self._callers[me] = run
         self._watched(run.since)
         assert self._run_many is not None  # ``caller_runs`` holds fires only with it
+        ended = False
         try:
             self._run_many(held, defer=False)
+            ended = True
         except Exception:
             log.exception("worker.crashed", extra={"fires": len(held), "caller": me.name})
         finally:
@@ -394,15 +394,19 @@ class WorkerPool:
                     self._busy -= 1
                 if run.relieved:
                     self._unheld -= run.handlers
-            if not run.relieved:  # a run that hung says nothing of the pace (its handlers go to the workers)
-                self._pace(run.since, len(held))
+        if ended:  # a run cut short by an error says nothing of the pace
+            self._pace(run.since, len(held))
 
     def _pace(self, since: float, fires: int) -> None:
-        """A caller's hand-over of ``fires`` that began at ``since`` has ended: the pace of its fires, whole,
-        into the moving average ``_fits`` counts a fire by (the first as it is, then an eighth each)."""
-        seconds = (self._monotonic() - since) / fires
-        self.caller_pace = seconds if not self._paced else self.caller_pace + (seconds - self.caller_pace) / 8
-        self._paced += 1
+        """A caller's hand-over of ``fires`` that began at ``since`` has ended: what it took a fire, into the
+        moving average ``_fits`` counts a fire by, an eighth of the way each time, from 0 (so that one
+        reading, a cold start's, does not hold the caller to a batch until the next hand-over it keeps). A
+        run that lasted past the relief's bound counts as that bound: so long is a hang, or fires dearer than
+        any hand-over past a batch can afford (a slow lock's round trips), and either way the next few stay a
+        batch or go to the workers. Two callers may write it at once (a relieved one whose run ends while its
+        replacement's go on): unlocked, a lost update costs one reading."""
+        seconds = min(self._monotonic() - since, self._relieve_after) / fires
+        self.caller_pace += (seconds - self.caller_pace) / 8
 
     def _watched(self, since: float, batches: int = 0) -> None:
         """A batch began at ``since`` (``batches``: a worker's, counted until it ends): the relief's watch

@@ -381,12 +381,12 @@ class WorkerPool:
             self._callers[me] = run
         self._watched(run.since)
         assert self._run_many is not None  # ``caller_runs`` holds fires only with it
-        ended = False
         try:
             self._run_many(held, defer=False)
-            ended = True
         except Exception:
             log.exception("worker.crashed", extra={"fires": len(held), "caller": me.name})
+        else:  # a run cut short by an error says nothing of the pace
+            self._pace(run.since, len(held))
         finally:
             with self._mutex:
                 del self._callers[me]
@@ -394,8 +394,6 @@ class WorkerPool:
                     self._busy -= 1
                 if run.relieved:
                     self._unheld -= run.handlers
-        if ended:  # a run cut short by an error says nothing of the pace
-            self._pace(run.since, len(held))
 
     def _pace(self, since: float, fires: int) -> None:
         """A caller's hand-over of ``fires`` that began at ``since`` has ended: what it took a fire, into the

@@ -1,5 +1,6 @@
 """The SQLite store reads a job's row by position (``job_from_row``, in every claim's hot path), and
-writes an execution's row in column order (``execution_row``, every fire's record): checked against the
+writes a job's row and an execution's in column order (``job_row``, every create; ``execution_row``, every
+fire's record): checked against the
 shared records every store reads and writes (``job_from_record``, ``execution_record``), on jobs and
 executions with any mix of their optional fields set, and against what was written."""
 
@@ -18,6 +19,7 @@ from ticklock.adapters.store.sqlite.rows import (
     execution_row,
     job_from_record_row,
     job_from_row,
+    job_record_row,
     job_row,
 )
 from ticklock.domain.jobs import (
@@ -82,6 +84,8 @@ jobs = st.builds(
 @given(job=jobs, now=moments)
 def test_a_row_reads_back_the_same_by_position_and_by_record(job: Job, now: datetime) -> None:
     row = job_row(job, now)
+    assert row == job_record_row(job, now)
+    assert [type(a) for a in row] == [type(b) for b in job_record_row(job, now)]  # 1 is not 1.0 nor True
     by_position, by_record = job_from_row(row), job_from_record_row(row)
     assert by_position == by_record == job
     assert type(by_position.payload) is dict and by_position.payload is not job.payload  # a fresh dict each read

@@ -18,6 +18,7 @@ from ticklock.adapters.records import (
     job_from_record,
     job_record,
     open_alerts_from,
+    open_alerts_text,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
 from ticklock.domain.jobs import (
@@ -80,6 +81,26 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
 
 
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
+    """The job's columns in ``JOB_COLUMNS``' order: what ``job_values`` holds (``job_record_row`` below, kept
+    as its check in the tests), built in order rather than through the record's dict of 27 keys (which was
+    a fifth of a batch create's time)."""
+    lease, last = job.lease, job.last_run
+    return (
+        job.id, job.name, job.handler, schedule_text(job.schedule), payload_text(job.payload), job.timeout,
+        job.max_retries, int(job.enabled), us(job.next_run_at), us(job.trigger_at), us(job.due_at(now)),
+        lease.token if lease else None, lease.owner if lease else None, us(lease.until) if lease else None,
+        job.version, us(job.created_at), us(job.updated_at), job.disabled_reason, policy_text(job.policy),
+        None if job.hold is None else json.dumps(job.hold.to_dict()),
+        None if job.alerts is None else json.dumps(job.alerts.to_dict()),
+        open_alerts_text(job.open_alerts),
+        None if job.backfill is None else json.dumps(job.backfill.to_dict()),
+        None if last is None else last.status.value, None if last is None else us(last.at),
+        0 if last is None else last.runs, 0 if last is None else last.ok,
+    )  # fmt: skip
+
+
+def job_record_row(job: Job, now: datetime) -> tuple[Any, ...]:
+    """The same row as ``job_row``, through the shared record every store writes."""
     return _in_column_order(job_values(job, now))  # type: ignore[no-any-return]
 
 

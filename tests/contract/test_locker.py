@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.support.servers import free_port, start_redis_tls
+from tests.support.waiting import wait_until
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.lock.redis import RedisLocker
 from ticklock.clock import FakeClock
@@ -131,3 +132,41 @@ def test_the_redis_lock_speaks_tls_with_a_password(tmp_path: Path) -> None:
             plain.acquire("job:tls", 10)
     finally:
         server.stop()
+
+
+def test_close_is_not_a_release_and_may_come_twice(subject: LockerUnderTest) -> None:
+    token = subject.locker.acquire("job:1", 10)
+    assert token
+    subject.locker.close()
+    subject.locker.close()
+    assert subject.other.acquire("job:1", 10) is None  # still held, until its TTL
+    subject.pass_time(10.2)
+    assert subject.other.acquire("job:1", 10)
+
+
+def test_a_redis_lock_closes_the_connection_of_every_thread_that_used_it(redis_url: str) -> None:
+    client = redis.Redis.from_url(url := redis_url)
+    locker = RedisLocker(url, client=client, prefix=f"t{uuid.uuid4().hex[:8]}:")
+    ports: list[int] = []
+
+    def use(i: int) -> None:
+        token = locker.acquire(f"job:{i}", 10)
+        assert token
+        locker.release(f"job:{i}", token)
+        ports.append(locker._local.conn._sock.getsockname()[1])  # this thread's connection
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    def open_ports() -> set[int]:
+        return {int(c["addr"].rsplit(":", 1)[1]) for c in client.client_list()}
+
+    try:
+        assert len(set(ports)) == 3 and set(ports) <= open_ports()
+        locker.close()
+        assert wait_until(lambda: not set(ports) & open_ports())  # the server sees each go
+    finally:
+        client.close()

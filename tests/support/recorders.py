@@ -87,3 +87,6 @@ class DownLocker:
 
     def release(self, key: str, token: str) -> None:
         raise LockUnavailable("connection refused")
+
+    def close(self) -> None:
+        pass

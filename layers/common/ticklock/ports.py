@@ -276,6 +276,11 @@ class Locker(Protocol):
         """Give ``key`` back, only if ``token`` still holds it. Raises ``LockUnavailable``."""
         ...
 
+    def close(self) -> None:
+        """Let go of the backend's connections (the process is done with the lock). Not a release: a key
+        still held stays held until its TTL. Idempotent."""
+        ...
+
 
 class Publisher(Protocol):
     """Where execution events go. May raise anything: the lifecycle logs it and carries on."""

@@ -62,7 +62,7 @@ class LocalService:
         self.runner = build_runner(
             s,
             store=self.store,
-            locker=build_locker(s, self.clock),
+            locker=(locker := build_locker(s, self.clock)),
             publisher=self.publisher,
             metrics=self.metrics,
             registry=self.registry,
@@ -70,6 +70,7 @@ class LocalService:
             owner=self.owner,
             inline=True,
         )
+        self.locker = locker
         self.invoker = self.runner.invoker
         self.pool = WorkerPool(
             self.runner.run,
@@ -156,6 +157,7 @@ class LocalService:
             self.pool.stop(10.0)
         self.runner.finish_deferred()  # each worker wrote what waited as it left; whatever is left, now
         self.invoker.close()
+        self.locker.close()  # every run has let its lock go (a run stuck past its deadline connects again)
         self.app.close()
         self.runner.tally.flush()
         self.publisher.flush(5.0)

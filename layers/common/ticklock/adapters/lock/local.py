@@ -34,3 +34,6 @@ class LocalLocker:
             current = self._held.get(key)
             if current is not None and current[0] == token:
                 del self._held[key]
+
+    def close(self) -> None:
+        """Nothing to let go of: the keys are this process's memory."""

@@ -129,7 +129,8 @@ class RedisLocker:
             self._made.discard(conn)
 
     def close(self) -> None:
-        """Close the threads' connections (the shared client's pool is the client's own)."""
+        """Close the threads' connections (the shared client's pool is the client's own). A thread that
+        sends a command after this connects again, as after a dropped connection."""
         with self._made_lock:
             made, self._made = self._made, set()
         for conn in made:

@@ -135,12 +135,21 @@ def test_the_redis_lock_speaks_tls_with_a_password(tmp_path: Path) -> None:
 
 
 def test_close_is_not_a_release_and_may_come_twice(subject: LockerUnderTest) -> None:
-    token = subject.locker.acquire("job:1", 10)
+    token = subject.locker.acquire("job:1", 0.5)
     assert token
     subject.locker.close()
     subject.locker.close()
     assert subject.other.acquire("job:1", 10) is None  # still held, until its TTL
-    subject.pass_time(10.2)
+    subject.pass_time(1.0)
+    assert subject.other.acquire("job:1", 10)
+
+
+def test_a_lock_closed_still_works_if_used_again(subject: LockerUnderTest) -> None:
+    subject.locker.close()
+    token = subject.locker.acquire("job:1", 10)
+    assert token
+    assert subject.other.acquire("job:1", 10) is None
+    subject.locker.release("job:1", token)
     assert subject.other.acquire("job:1", 10)
 
 
@@ -160,13 +169,20 @@ def test_a_redis_lock_closes_the_connection_of_every_thread_that_used_it(redis_u
         thread.start()
     for thread in threads:
         thread.join()
+    use(3)  # and this thread
 
     def open_ports() -> set[int]:
         return {int(c["addr"].rsplit(":", 1)[1]) for c in client.client_list()}
 
     try:
-        assert len(set(ports)) == 3 and set(ports) <= open_ports()
+        assert len(set(ports)) == 4 and set(ports) <= open_ports()
         locker.close()
         assert wait_until(lambda: not set(ports) & open_ports())  # the server sees each go
+        # a thread that uses it again after the close connects anew, and the next close closes that one too
+        use(4)
+        assert ports[-1] in open_ports() and ports[-1] not in ports[:4]
+        locker.close()
+        assert wait_until(lambda: ports[-1] not in open_ports())
     finally:
+        locker.close()
         client.close()

@@ -150,14 +150,16 @@ class LocalService:
         self.dispatcher.give_back(unstarted)
         grace = self.settings.shutdown_grace
         log.info("shutdown.draining", extra={"released": len(unstarted), "running": self.pool.busy(), "grace": grace})
-        if not self.pool.stop(grace):
+        stopped = self.pool.stop(grace)
+        if not stopped:
             log.warning("shutdown.cutting_off", extra={"running": self.pool.busy()})
             self.runner.shutdown.set()
             self.invoker.interrupt_all()
-            self.pool.stop(10.0)
+            stopped = self.pool.stop(10.0)
         self.runner.finish_deferred()  # each worker wrote what waited as it left; whatever is left, now
         self.invoker.close()
-        self.locker.close()  # every run has let its lock go (a run stuck past its deadline connects again)
+        if stopped:  # every run has let its lock go; else a run still going may be releasing its lock now
+            self.locker.close()
         self.app.close()
         self.runner.tally.flush()
         self.publisher.flush(5.0)

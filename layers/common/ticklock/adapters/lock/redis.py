@@ -69,6 +69,7 @@ class RedisLocker:
         self._local = threading.local()
         self._made: set[Connection] = set()
         self._made_lock = threading.Lock()
+        self._closes = 0  # ``close`` calls so far: a thread's connection made before the last is not used again
 
     def acquire(self, key: str, ttl: float) -> str | None:
         token = uuid.uuid4().hex
@@ -103,12 +104,14 @@ class RedisLocker:
 
     def _send(self, *args: str | int) -> object:
         conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or self._local.closes != self._closes:
             # made as the client's pool makes its own (the URL's host, TLS, credentials, timeouts), but not
-            # counted against the pool's limit: one per thread, closed with ``close``
+            # counted against the pool's limit: one per thread (made afresh after a ``close``, so that the
+            # next ``close`` closes it too)
             pool = self._client.connection_pool
             conn = self._local.conn = pool.connection_class(**pool.connection_kwargs)
             with self._made_lock:
+                self._local.closes = self._closes
                 self._made.add(conn)
         try:
             conn.send_packed_command([_pack(args)])
@@ -129,10 +132,13 @@ class RedisLocker:
             self._made.discard(conn)
 
     def close(self) -> None:
-        """Close the threads' connections (the shared client's pool is the client's own). A thread that
-        sends a command after this connects again, as after a dropped connection."""
+        """Close the threads' connections (the shared client's pool is the client's own). Call it once no
+        command is under way (a connection is one thread's: closing it under a command breaks that
+        command). A thread that sends a command after this makes a new one, which the next ``close``
+        closes."""
         with self._made_lock:
             made, self._made = self._made, set()
+            self._closes += 1
         for conn in made:
             conn.disconnect()  # type: ignore[no-untyped-call]
 

@@ -8,8 +8,8 @@
 # - DocumentDB: the tarball beside this script, `git archive` of that tag without its regression tests
 #   (MIT licence, LICENSE inside); its sha256 is checked before anything is installed.
 # - pgvector: the Go module proxy serves github.com/pgvector/pgvector@v0.8.0 as a module zip.
-# - the rest from Debian: PostgreSQL's server headers, rum, pg_cron, postgis, libbson, pcre2 and Intel's
-#   decimal math library.
+# - the rest from Debian: PostgreSQL's server headers (and Kerberos' that they include), rum, pg_cron,
+#   postgis, libbson, pcre2 and Intel's decimal math library.
 # Where it differs from DocumentDB's own build (each checked by the store's contract suite on it):
 # - Debian 12's libbson is 1.23; DocumentDB 0.106 is built against 1.28 upstream and uses one symbol 1.23
 #   lacks, BSON_SUBTYPE_SENSITIVE (the BSON binary subtype 8): defined with its value when the installed
@@ -37,9 +37,12 @@ MAJOR="$(basename "$(dirname "$PG_BINDIR")")"
 STAMP="/usr/share/postgresql/$MAJOR/extension/ticklock-documentdb.stamp"
 WANTED="documentdb $TAG $SHA256, pgvector $PGVECTOR"
 
+# libkrb5-dev: PostgreSQL's server headers include <gssapi/gssapi.h> (Debian builds it with GSSAPI), and
+# Debian 12's postgresql-server-dev does not depend on the package that has it (a machine without it
+# failed in DocumentDB's src/commands/users.c)
 packages=(
   "postgresql-server-dev-$MAJOR" "postgresql-$MAJOR-rum" "postgresql-$MAJOR-cron" "postgresql-$MAJOR-postgis-3"
-  libbson-dev libpcre2-dev libintelrdfpmath-dev pkg-config gcc make
+  libbson-dev libpcre2-dev libintelrdfpmath-dev libkrb5-dev pkg-config gcc make
 )
 needed=()
 for p in "${packages[@]}"; do

@@ -53,7 +53,7 @@ CALLER_BATCH = 64  # fires a caller runs itself at most, when their runs are exp
 STALL = 0.005  # seconds an item runs before its worker counts as slow (others are woken for what waits)
 RELIEVE_AFTER = 0.05  # seconds a caller's own run (``caller_runs``) lasts before the caller is relieved
 # seconds without a run after which the relief's watch sleeps until the next begins (told by ``_watched``):
-# between a burst a second, it slept through the rest of the second instead of looking 40 times
+# short, so that between bursts a second apart it sleeps rather than looks every half ``relieve_after``
 RELIEF_IDLE = 0.1
 
 

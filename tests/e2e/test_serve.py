@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -85,6 +86,38 @@ def test_handlers_that_hang_past_their_deadline_do_not_take_the_workers(start: C
     metrics = serve.client.get("/metrics").text
     assert "ticklock_handler_threads_abandoned 4.0" in metrics
     assert serve.terminate() == 0  # the stuck threads do not hold the shutdown
+
+
+def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[..., Serve]) -> None:
+    # TICKLOCK_CPUS: the threads there are at start (the store's checkpoint thread among them) and those
+    # started later (workers, a handler's thread replaced after its deadline) all keep to the CPU given
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(allowed) >= 2, f"this test needs a process that may run on two CPUs, not {allowed}"
+    cpu = allowed[-1]
+    serve = start(TICKLOCK_CPUS=str(cpu), TICKLOCK_WORKERS="2")
+    hung = serve.create(
+        name="hangs",
+        handler="test.sleep",
+        schedule={"kind": "interval", "seconds": 3600},
+        timeout=0.5,
+        payload={"seconds": 5},
+    )
+    serve.client.post(f"/jobs/{hung['id']}/trigger")
+    ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
+    assert [e["status"] for e in wait_for(lambda: final(serve, hung["id"]))] == ["timeout"]
+    wait_for(lambda: len(final(serve, ok["id"])) >= 2)
+    tasks = Path(f"/proc/{serve.proc.pid}/task")
+    cpus = {}
+    for task in tasks.iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended since the listing
+            continue
+        cpus[task.name] = next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+    assert len(cpus) > 5  # the API, the dispatcher, the pool's threads, the checkpoint thread, ...
+    assert set(cpus.values()) == {str(cpu)}, cpus
+    assert '"cpus": [' + str(cpu) + "]" in serve.log()
+    assert serve.terminate() == 0
 
 
 def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "webhook_timeout": ["0", "300.5", "soon", "nan"],
     "log_level": ["verbose", "trace", ""],
     "log_format": ["xml", ""],
+    "cpus": ["x", "1,", ",1", "-1", "2-1", "0-", "1.5", "0-100000", "99999", "0 1"],
 }
 BAD_CASES = [(name, value) for name, values in BAD_VALUES.items() for value in values]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -185,6 +186,8 @@ class LocalService:
             host = "127.0.0.1"
         config = http_server.config(self.app, host=host, port=s.port, settings=s)
         server = _Server(config, on_exit=self.begin_stop)
+        if s.cpus:
+            keep_to_cpus(s.cpus)  # in serve, not start(): a test starting services in its own process keeps its CPUs
         _settle_heap()  # here, not in start(): a test or benchmark starting many services would keep each
         self.start()
         log.info(
@@ -246,6 +249,19 @@ class LocalService:
     def _push_metrics(self) -> None:
         while not self.clock.sleep(self.settings.push_interval, self._stop):
             self.metrics.flush()
+
+
+def keep_to_cpus(cpus: tuple[int, ...]) -> None:
+    """Keep every thread of this process, and every thread and process started from now on (they inherit
+    it), to ``cpus`` (TICKLOCK_CPUS). Linux sets a CPU affinity per thread, so each thread there is now is
+    set (the SQLite store's checkpoint thread is running already). On one CPU the threads hand the GIL to
+    each other on one core's caches, not across two: measured in the README ("Benchmarks")."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:  # a thread that ended since the listing
+            continue
+    log.info("service.cpus", extra={"cpus": list(cpus)})
 
 
 def _settle_heap() -> None:

@@ -67,9 +67,9 @@ $(BSTAMP): $(STAMP)
 # issue 15's table: the fire workloads beside APScheduler, the REST API's creates, and the tick loop into SQS
 bench: $(BSTAMP) services
 	$(BIN)/python bench/fires.py --with-apscheduler
-	$(BIN)/python bench/fires.py --only a,b,g --serve-arg=--cpus=$$(( $$(nproc) - 1 ))
+	$(BIN)/python bench/fires.py --only a,b,g --serve-arg=--cpus=$$($(BIN)/python -c 'import os; print(max(os.sched_getaffinity(0)))')
 	$(BIN)/python bench/api.py --clients 1,16,64
-	TICKLOCK_CPUS=$$(( $$(nproc) - 1 )) $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"
+	TICKLOCK_CPUS=$$($(BIN)/python -c 'import os; print(max(os.sched_getaffinity(0)))') $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"
 	$(BIN)/python bench/tick.py --rate 3000 --seconds 30
 	$(BIN)/python bench/fire_path.py
 

@@ -234,7 +234,7 @@ def main() -> None:
                              p50, p99, errors))  # fmt: skip
         machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         if os.environ.get("TICKLOCK_CPUS"):
-            machine += f"; the service kept to CPU {os.environ['TICKLOCK_CPUS']} (TICKLOCK_CPUS)"
+            machine += f"; the service kept to CPUs {os.environ['TICKLOCK_CPUS']} (TICKLOCK_CPUS)"
         print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs at the start; {args.seconds:g} s per row; "
               f"{machine}, {time.strftime('%Y-%m-%d')}\n")  # fmt: skip
         print("| request | clients | answered | requests/s (expected status) | jobs created/s "

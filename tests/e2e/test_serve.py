@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -88,9 +89,9 @@ def test_handlers_that_hang_past_their_deadline_do_not_take_the_workers(start: C
     assert serve.terminate() == 0  # the stuck threads do not hold the shutdown
 
 
-def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[..., Serve]) -> None:
-    # TICKLOCK_CPUS: the threads there are at start (the store's checkpoint thread among them) and those
-    # started later (workers, a handler's thread replaced after its deadline) all keep to the CPU given
+def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[..., Serve], tmp_path: Path) -> None:
+    # TICKLOCK_CPUS: the threads there are at start and those started later (workers, a handler's thread
+    # replaced after its deadline) all keep to the CPU given; a CPU the process may not use stops the start
     allowed = sorted(os.sched_getaffinity(0))
     assert len(allowed) >= 2, f"this test needs a process that may run on two CPUs, not {allowed}"
     cpu = allowed[-1]
@@ -106,18 +107,22 @@ def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[...,
     ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
     assert [e["status"] for e in wait_for(lambda: final(serve, hung["id"]))] == ["timeout"]
     wait_for(lambda: len(final(serve, ok["id"])) >= 2)
-    tasks = Path(f"/proc/{serve.proc.pid}/task")
     cpus = {}
-    for task in tasks.iterdir():
+    for task in Path(f"/proc/{serve.proc.pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
         except FileNotFoundError:  # a thread that ended since the listing
             continue
-        cpus[task.name] = next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+        cpus[task.name] = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Cpus_allowed_list")), "")
     assert len(cpus) > 5  # the API, the dispatcher, the pool's threads, the checkpoint thread, ...
     assert set(cpus.values()) == {str(cpu)}, cpus
-    assert '"cpus": [' + str(cpu) + "]" in serve.log()
+    records = [json.loads(line) for line in serve.log().splitlines() if line.startswith("{")]
+    [started] = [r for r in records if r.get("event") == "service.started"]
+    assert started["cpus"] == [cpu]
     assert serve.terminate() == 0
+    result = run_cli("serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_CPUS": f"{cpu},{allowed[-1] + 1}"})
+    assert result.returncode == 2
+    assert f"TICKLOCK_CPUS (--cpus): CPU {allowed[-1] + 1} is not one this process may run on" in result.stderr
 
 
 def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:

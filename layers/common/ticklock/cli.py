@@ -148,9 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.load(overrides=overrides)
         from ticklock import logs
-        from ticklock.runtimes.local import LocalService
+        from ticklock.runtimes.local import LocalService, keep_to_cpus
 
         logs.configure(settings.log_level, settings.log_format)
+        if settings.cpus:
+            keep_to_cpus(settings.cpus)  # before the service starts its threads: they inherit it
         service = LocalService(settings)
         service.serve()  # seeds the plug-ins' system jobs before it listens
     except (ConfigError, HandlerError, StoreUnavailable) as exc:

@@ -26,6 +26,7 @@ from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.domain.handlers import Registry
+from ticklock.errors import ConfigError
 from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
     build_dispatcher,
@@ -186,8 +187,6 @@ class LocalService:
             host = "127.0.0.1"
         config = http_server.config(self.app, host=host, port=s.port, settings=s)
         server = _Server(config, on_exit=self.begin_stop)
-        if s.cpus:
-            keep_to_cpus(s.cpus)  # in serve, not start(): a test starting services in its own process keeps its CPUs
         _settle_heap()  # here, not in start(): a test or benchmark starting many services would keep each
         self.start()
         log.info(
@@ -199,6 +198,7 @@ class LocalService:
                 "events": s.events,
                 "owner": self.owner,
                 "workers": s.workers,
+                "cpus": list(s.cpus) or "any",
                 "handlers": self.registry.names() if self.registry else [],
             },
         )
@@ -252,16 +252,33 @@ class LocalService:
 
 
 def keep_to_cpus(cpus: tuple[int, ...]) -> None:
-    """Keep every thread of this process, and every thread and process started from now on (they inherit
-    it), to ``cpus`` (TICKLOCK_CPUS). Linux sets a CPU affinity per thread, so each thread there is now is
-    set (the SQLite store's checkpoint thread is running already). On one CPU the threads hand the GIL to
-    each other on one core's caches, not across two: measured in the README ("Benchmarks")."""
-    for task in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(task), cpus)
-        except ProcessLookupError:  # a thread that ended since the listing
-            continue
-    log.info("service.cpus", extra={"cpus": list(cpus)})
+    """Keep this process's threads, and every thread and process started from them from now on (they
+    inherit it), to ``cpus`` (TICKLOCK_CPUS): called by ``ticklock serve`` before the service starts any
+    thread of its own (a test starting services in its own process keeps its CPUs). Linux sets a CPU
+    affinity per thread, so every thread there is is set, again until no new one has appeared. On one CPU
+    the threads hand the GIL to each other on one core's caches, not across two: README, "Configuration".
+    Raises ``ConfigError`` if this process may not run on one of ``cpus``."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    refused = sorted(set(cpus) - allowed)
+    if refused:
+        raise ConfigError(
+            f"TICKLOCK_CPUS (--cpus): CPU {refused[0]} is not one this process may run on "
+            f"(it may run on {_cpu_text(allowed) or 'none it can set: Linux only'})"
+        )
+    done: set[str] = set()
+    while todo := set(os.listdir("/proc/self/task")) - done:
+        for task in todo:
+            try:
+                os.sched_setaffinity(int(task), cpus)
+            except ProcessLookupError:  # a thread that ended since the listing
+                pass
+            except OSError as exc:  # the CPUs allowed changed since (a container's cpuset)
+                raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc}") from None
+        done |= todo
+
+
+def _cpu_text(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
 
 
 def _settle_heap() -> None:

@@ -17,7 +17,8 @@ the measurement window, stops it with SIGTERM, and then reads the ``executions``
   come from each job's own rule. Cron: every second of the window. Interval: ticklock measures an
   interval from the end of the previous run (``max(end, scheduled) + interval``), so each job's chain is
   followed; a fire counts as lost when its job's chain skipped a whole interval, or when it was due
-  inside the window and had not started when the service was stopped (a few seconds after the window).
+  inside the window and had not started when the service was stopped (``DRAIN`` after the window; the
+  replica shape's ``REPLICA_DRAIN``).
   The nominal count (first fire + k x interval, as if intervals did not stretch) is printed beside it.
 * **duplicates** = executions beyond the first for one (job id, scheduled time), over the whole run.
 
@@ -222,6 +223,7 @@ def run_service(
     extra_env: Mapping[str, str] | None = None,
     probe: Callable[[int], Any] | None = None,
     sample_every: float = 0.5,
+    drain: float = DRAIN,
 ) -> RunResult:
     """Start ``ticklock serve`` on ``db``, measure it over ``window`` (epoch seconds), then stop it.
 
@@ -250,7 +252,7 @@ def run_service(
             cpu_end = sampler.cpu_seconds()
             if probe is not None:
                 probes.append(probe(port))
-            sleep_until(window[1] + DRAIN)
+            sleep_until(window[1] + drain)
             sampler.stop()
             proc.send_signal(signal.SIGTERM)
             try:

@@ -263,7 +263,7 @@ def keep_to_cpus(cpus: tuple[int, ...]) -> None:
     if refused:
         raise ConfigError(
             f"TICKLOCK_CPUS (--cpus): CPU {refused[0]} is not one this process may run on "
-            f"(it may run on {_cpu_text(allowed) or 'none it can set: Linux only'})"
+            f"(it may run on {','.join(map(str, sorted(allowed))) or 'none it can set: Linux only'})"
         )
     done: set[str] = set()
     while todo := set(os.listdir("/proc/self/task")) - done:
@@ -275,10 +275,6 @@ def keep_to_cpus(cpus: tuple[int, ...]) -> None:
             except OSError as exc:  # the CPUs allowed changed since (a container's cpuset)
                 raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc}") from None
         done |= todo
-
-
-def _cpu_text(cpus: set[int]) -> str:
-    return ",".join(str(c) for c in sorted(cpus))
 
 
 def _settle_heap() -> None:

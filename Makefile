@@ -64,11 +64,24 @@ $(BSTAMP): $(STAMP)
 	$(BIN)/$(PIP) -e '.[dev,bench]' -e plugins/parts
 	touch $(BSTAMP)
 
+# ticklock as it was when issue 15's targets were set (2026-12-02 09:25, its "today's 191" fires/s on FerretDB),
+# from this repository's history into its own environment, once per machine: make bench runs it on both
+# FerretDBs beside today's, so that "twice as many fires/s" is read on one server in one run
+BEFORE     := 845f68c
+BEFORE_DIR := $(HOME)/.cache/ticklock/ticklock-$(BEFORE)
+$(BEFORE_DIR)/.installed:
+	rm -rf $(BEFORE_DIR) && mkdir -p $(BEFORE_DIR)
+	git archive $(BEFORE) | tar -x -C $(BEFORE_DIR)
+	$(PYTHON) -m venv $(BEFORE_DIR)/.venv
+	cd $(BEFORE_DIR) && .venv/bin/$(PIP) .
+	touch $@
+
 # issue 15's table: the fire workloads beside APScheduler, the REST API's creates, and the tick loop into SQS;
 # (a), (b), (g) and the creates again on one CPU (TICKLOCK_CPUS): the highest this process may use, read as each runs
 ONE_CPU = $$($(BIN)/python -c 'import os; print(max(os.sched_getaffinity(0)))')
-bench: $(BSTAMP) services
+bench: $(BSTAMP) $(BEFORE_DIR)/.installed services
 	$(BIN)/python bench/fires.py --with-apscheduler
+	$(BIN)/python bench/fires.py --only m,n --command $(BEFORE_DIR)/.venv/bin/ticklock --label "$(BEFORE), before issue 15"
 	$(BIN)/python bench/fires.py --only a,b,g --serve-arg=--cpus=$(ONE_CPU)
 	$(BIN)/python bench/api.py --clients 1,16,64
 	TICKLOCK_CPUS=$(ONE_CPU) $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"

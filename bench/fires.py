@@ -514,9 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--command", default=None, help="the ticklock executable to benchmark (default: the one beside this Python)"
     )
+    parser.add_argument(
+        "--label", default=None, help="what the rows call that ticklock, in brackets (default: the --command given)"
+    )
     args = parser.parse_args(argv)
     command = args.command or ticklock_command()
-    system = " ".join([SYSTEM, *([f"[{args.command}]"] if args.command else []), *args.serve_arg])
+    label = args.label or args.command
+    system = " ".join([SYSTEM, *([f"[{label}]"] if label else []), *args.serve_arg])
     table = scenarios(args.quick)
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = [k for k in keys if k not in table]
@@ -531,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         if key in ("m", "n"):
             from replicas import run_mongo_redis
 
-            replica = run_mongo_redis(sc, command, args.serve_arg, args.command)
+            replica = run_mongo_redis(sc, command, args.serve_arg, label)
             rows.append(replica.row)
             sections.append(replica.commands_markdown)
         else:

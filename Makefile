@@ -67,8 +67,9 @@ $(BSTAMP): $(STAMP)
 # ticklock as it was when issue 15's targets were set (2026-12-02 09:25, its "today's 191" fires/s on FerretDB),
 # from this repository's history into its own environment, once per machine: make bench runs it on both
 # FerretDBs beside today's, so that "twice as many fires/s" is read on one server in one run
-BEFORE     := 845f68cf6499610c8a90af4d45c1cba0189b48e9
-BEFORE_DIR := $(HOME)/.cache/ticklock/ticklock-845f68c
+BEFORE      := 845f68cf6499610c8a90af4d45c1cba0189b48e9
+BEFORE_NAME := 845f68c
+BEFORE_DIR  := $(HOME)/.cache/ticklock/ticklock-$(BEFORE_NAME)
 $(BEFORE_DIR)/.installed:
 	@git cat-file -e '$(BEFORE)^{commit}' 2>/dev/null || { echo "make bench: commit $(BEFORE) is not in this clone's history (a shallow clone? git fetch --unshallow)" >&2; exit 1; }
 	rm -rf '$(BEFORE_DIR)' && mkdir -p '$(BEFORE_DIR)'
@@ -82,7 +83,7 @@ $(BEFORE_DIR)/.installed:
 ONE_CPU = $$($(BIN)/python -c 'import os; print(max(os.sched_getaffinity(0)))')
 bench: $(BSTAMP) $(BEFORE_DIR)/.installed services
 	$(BIN)/python bench/fires.py --with-apscheduler
-	$(BIN)/python bench/fires.py --only m,n --command '$(BEFORE_DIR)/.venv/bin/ticklock' --label "845f68c, before issue 15"
+	$(BIN)/python bench/fires.py --only m,n --command '$(BEFORE_DIR)/.venv/bin/ticklock' --label "$(BEFORE_NAME), before issue 15"
 	$(BIN)/python bench/fires.py --only a,b,g --serve-arg=--cpus=$(ONE_CPU)
 	$(BIN)/python bench/api.py --clients 1,16,64
 	TICKLOCK_CPUS=$(ONE_CPU) $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"

@@ -91,9 +91,9 @@ def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
     fires = [Fire(job, T0 + timedelta(seconds=s), Trigger.SCHEDULE, "t") for s in (0, 10, 20, 30)]
     for fire in fires:
         store.start_execution(make_execution(fire))
-    found = store.execution_for(fires[1].key)
+    found = store.execution_for(job.id, Trigger.SCHEDULE, fires[1].scheduled_at)
     assert found is not None and found.scheduled_at == T0 + timedelta(seconds=10)
-    assert store.execution_for(Fire(job, T0 + timedelta(seconds=5), Trigger.SCHEDULE, "t").key) is None
+    assert store.execution_for(job.id, Trigger.SCHEDULE, T0 + timedelta(seconds=5)) is None
     window = store.executions_between(
         job.id, start=T0 + timedelta(seconds=10), end=T0 + timedelta(seconds=20), limit=10
     )

@@ -585,7 +585,7 @@ def test_start_executions_records_each_fire_once_in_order(store: Store) -> None:
     assert started[5].execution == fresh[3]  # the first of the two
     for execution in (fresh[0], fresh[2], fresh[3], fresh[4]):
         assert store.get_execution(execution.id) == execution
-    assert store.execution_for(fires[1].key) == earlier
+    assert store.execution_for(fires[1].job.id, fires[1].trigger, fires[1].scheduled_at) == earlier
     assert store.start_executions([]) == []
 
 

@@ -1,6 +1,8 @@
 """SQLite files written by older schemas open under the current one: a first file's jobs gain
 ``disabled_reason`` and a policy and read as before; a version 3 file's executions gain a jitter; a
-version 4 file's jobs gain their runs' summary, filled from the executions it kept."""
+version 4 file's jobs gain their runs' summary, filled from the executions it kept; a version 5 file's
+executions are rebuilt without fire_key's UNIQUE, each fire unique by its columns, every row kept (and
+a file whose rows cannot be is left as it was)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from ticklock.domain.jobs import Policy
@@ -49,7 +53,7 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     finally:
         store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5  # 5: the runs' summary
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6  # 6: one index a fire
     tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "executions", "ledger"} <= tables
     check.close()
@@ -127,3 +131,100 @@ def test_a_version_4_file_gets_its_runs_summary_from_its_executions(tmp_path: Pa
         assert store.get_job(never.id).last_run is None
     finally:
         store.close()
+
+
+# the executions table as schema versions 4 and 5 left it: a fire unique by its fire_key, and a second index
+# for a job's listing
+V5_EXECUTIONS = [
+    V3_EXECUTIONS,
+    "ALTER TABLE executions ADD COLUMN jitter REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE executions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
+]
+SECOND = 1_000_000
+
+
+def _v5_file(path: Path, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """A version 5 file holding ``rows`` of executions (all their columns, the rowid first); returns them
+    as stored."""
+    old = sqlite3.connect(path)
+    old.execute(V1_JOBS)
+    for statement in V5_EXECUTIONS:
+        old.execute(statement)
+    old.executemany(f"INSERT INTO executions (rowid, {COLUMNS}) VALUES ({', '.join('?' * 19)})", rows)
+    old.execute("PRAGMA user_version=5")
+    old.commit()
+    stored = old.execute(f"SELECT rowid, {COLUMNS} FROM executions ORDER BY rowid").fetchall()
+    old.close()
+    return stored
+
+
+COLUMNS = (
+    "id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at, run_token, owner, status, "
+    "attempts, resumes, finished_at, duration, error, jitter, detached"
+)
+
+
+def _row(
+    rowid: int, execution_id: str, job_id: str, trigger: str, at: int, status: str = "success"
+) -> tuple[object, ...]:
+    return (rowid, execution_id, job_id, f"{job_id}:{trigger}:{at}", "noop", trigger, at, at, at + 60 * SECOND,
+            f"tok-{execution_id}", "me", status, 1, 0, at + SECOND, 1.0, None, 0.25, 0)  # fmt: skip
+
+
+def test_a_version_5_file_is_rebuilt_with_each_fire_unique_by_its_columns_and_every_row_kept(tmp_path: Path) -> None:
+    from ticklock.adapters.store.sqlite.rows import from_us
+    from ticklock.domain.jobs import Trigger
+
+    path = tmp_path / "v5.db"
+    t = 1_767_225_600 * SECOND
+    rows = [
+        _row(7, "e1", "j1", "schedule", t),
+        _row(9, "e2", "j1", "manual", t),  # the same slot, another trigger: another fire
+        _row(12, "e3", "j1", "schedule", t + 60 * SECOND),
+        _row(13, "e4", "j2", "schedule", t, status="running"),
+    ]
+    stored = _v5_file(path, rows)
+    store = SQLiteStore(path)
+    try:
+        again = store.get_execution("e3").with_changes(id="e9", run_token="other")
+        started = store.start_execution(again)  # a fire recorded before the rebuild is still recorded once
+        assert not started.created and started.execution == store.get_execution("e3")
+        assert [e.id for e in store.list_executions("j1")] == ["e3", "e2", "e1"]  # newest first, ties by id
+        assert [e.id for e in store.list_executions("j1", before="e3")] == ["e2", "e1"]
+        assert [e.id for e in store.list_executions("j1", before="e2", limit=1)] == ["e1"]
+        found = store.execution_for("j1", Trigger.MANUAL, from_us(t))
+        assert found is not None and found.id == "e2"
+        assert store.execution_for("j2", Trigger.MANUAL, from_us(t)) is None
+    finally:
+        store.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert check.execute(f"SELECT rowid, {COLUMNS} FROM executions ORDER BY rowid").fetchall() == stored
+    indexes = {r[1]: (r[2], r[3]) for r in check.execute("PRAGMA index_list(executions)")}
+    assert indexes["executions_fire"] == (1, "c")  # unique, made by CREATE INDEX
+    assert "executions_job" not in indexes and all(origin != "u" for _, origin in indexes.values())
+    plan = " ".join(r[3] for r in check.execute("EXPLAIN QUERY PLAN SELECT id FROM executions WHERE job_id = 'j1' "
+                                                   "ORDER BY scheduled_at DESC, id DESC LIMIT 5"))  # fmt: skip
+    assert "executions_fire" in plan
+    check.close()
+
+
+def test_a_version_5_file_whose_rows_break_the_new_uniqueness_is_left_as_it_was(tmp_path: Path) -> None:
+    from ticklock.errors import StoreUnavailable
+
+    path = tmp_path / "v5-odd.db"
+    t = 1_767_225_600 * SECOND
+    odd = _row(2, "e2", "j1", "schedule", t)
+    odd = (*odd[:3], "j1:schedule:made-elsewhere", *odd[4:])  # one fire under two keys: written by hand
+    stored = _v5_file(path, [_row(1, "e1", "j1", "schedule", t), odd])
+    with pytest.raises(StoreUnavailable, match=r"UNIQUE constraint failed: executions\.job_id"):
+        SQLiteStore(path)
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert check.execute(f"SELECT rowid, {COLUMNS} FROM executions ORDER BY rowid").fetchall() == stored
+    indexes = {r[1] for r in check.execute("PRAGMA index_list(executions)")}
+    assert "executions_job" in indexes and "executions_fire" not in indexes
+    tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"jobs", "executions"}  # the new ledger table's creation undone with the rest
+    check.close()

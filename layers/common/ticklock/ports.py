@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Execution, Fire, Job
+from ticklock.domain.jobs import Execution, Fire, Job, Trigger
 from ticklock.domain.ledger import LedgerEntry
 
 JOB_STATES = ("enabled", "paused", "disabled", "failing", "alerting")
@@ -150,7 +150,8 @@ class Store(Protocol):
 
     # -- executions --------------------------------------------------------------------------------
     def start_execution(self, execution: Execution) -> Started:
-        """Insert the row for a fire unless one with the same ``fire_key`` exists (unique per fire).
+        """Insert the row for a fire unless one of the same fire exists (unique per fire: its job, slot and
+        trigger, which its ``fire_key`` spells).
 
         Returns the stored row and ``created``; an existing row is returned unchanged.
         """
@@ -216,8 +217,9 @@ class Store(Protocol):
         seconds, the buckets aligned on the epoch): (bucket start, status, count), earliest first."""
         ...
 
-    def execution_for(self, fire_key: str) -> Execution | None:
-        """The execution of that fire (``Fire.key``), if there is one."""
+    def execution_for(self, job_id: str, trigger: Trigger, scheduled_at: datetime) -> Execution | None:
+        """The execution of that fire (job ``job_id``'s fire of ``trigger`` for slot ``scheduled_at``: what
+        ``Fire.key`` spells), if there is one."""
         ...
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:

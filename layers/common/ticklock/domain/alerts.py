@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger, fire_key
+from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger
 from ticklock.errors import JobNotFound
 from ticklock.ports import EmailSender, Publisher, Store, WebhookSender
 
@@ -255,7 +255,7 @@ class Alerts:
         due = job.jittered(slot)
         if slot is None or due is None or (now - due).total_seconds() <= late_after:
             return None
-        if self.store.execution_for(fire_key(job.id, Trigger.SCHEDULE, slot)) is not None:
+        if self.store.execution_for(job.id, Trigger.SCHEDULE, slot) is not None:
             return None  # it started
         return f"the fire due at {due.isoformat()} has not started after {late_after:g} s"
 

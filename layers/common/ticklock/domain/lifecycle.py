@@ -1114,7 +1114,7 @@ class TaskRunner:
         """Whether the fire has an execution (a delivery of it ran, or runs); a store error counts as yes:
         the ledger then says nothing rather than something false."""
         try:
-            return self.store.execution_for(fire.key) is not None
+            return self.store.execution_for(fire.job.id, fire.trigger, fire.scheduled_at) is not None
         except TicklockError:
             return True
 

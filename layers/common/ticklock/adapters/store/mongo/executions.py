@@ -14,7 +14,7 @@ from ticklock.adapters.store.mongo.documents import (
     execution_from_doc,
     ms,
 )
-from ticklock.domain.jobs import Execution
+from ticklock.domain.jobs import Execution, Trigger, fire_key
 from ticklock.errors import JobNotFound
 
 
@@ -96,8 +96,9 @@ class Executions(Connection):
             (datetime.fromtimestamp(bucket / 1000, UTC), status, n) for (bucket, status), n in sorted(buckets.items())
         ]
 
-    def execution_for(self, fire_key: str) -> Execution | None:
-        doc = self._call(lambda: self.executions.find_one({"fire_key": fire_key}))
+    def execution_for(self, job_id: str, trigger: Trigger, scheduled_at: datetime) -> Execution | None:
+        key = fire_key(job_id, trigger, scheduled_at)
+        doc = self._call(lambda: self.executions.find_one({"fire_key": key}))
         return None if doc is None else execution_from_doc(doc)
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:

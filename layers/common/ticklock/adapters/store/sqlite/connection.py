@@ -12,7 +12,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from ticklock.adapters.store.sqlite.schema import ADDED_COLUMNS, BACKFILLS, INDEXES, SCHEMA_VERSION, TABLES
+from ticklock.adapters.store.sqlite.schema import (
+    ADDED_COLUMNS,
+    BACKFILLS,
+    INDEXES,
+    REBUILT,
+    SCHEMA_VERSION,
+    TABLES,
+)
 from ticklock.errors import StoreUnavailable
 
 T = TypeVar("T")
@@ -120,6 +127,7 @@ class Connection:
             for table, column, kind in ADDED_COLUMNS:
                 if column not in self._columns(table):
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            self._rebuild_if_constrained(*REBUILT)
             for statement in INDEXES:
                 self._conn.execute(statement)
             for target, statements in BACKFILLS.items():
@@ -131,6 +139,21 @@ class Connection:
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
+
+    def _rebuild_if_constrained(self, table: str, create: str) -> None:
+        """``table`` built afresh by ``create`` (its rows, rowids and columns kept) if an older schema gave
+        it a UNIQUE constraint (an index SQLite drops only with its table); its indexes are then created
+        by ``_migrate``. A fire's execution was unique by ``fire_key`` until schema 6, by its columns since
+        (``schema.FIRE_UNIQUE``): the same fires, as the key is made of them. In the migration's
+        transaction: a failure leaves the file as it was."""
+        constrained = any(row[3] == "u" for row in self._conn.execute(f"PRAGMA index_list({table})"))
+        if not constrained:
+            return
+        columns = ", ".join(row[1] for row in self._conn.execute(f"PRAGMA table_info({table})"))
+        self._conn.execute(create.format(name=f"{table}_rebuilt"))
+        self._conn.execute(f"INSERT INTO {table}_rebuilt (rowid, {columns}) SELECT rowid, {columns} FROM {table}")
+        self._conn.execute(f"DROP TABLE {table}")  # its indexes with it
+        self._conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
 
     # -- plumbing ---------------------------------------------------------------------------------
     @contextmanager

@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.adapters.store.sqlite.connection import Connection
+from ticklock.adapters.store.sqlite.fires import BY_FIRE
 from ticklock.adapters.store.sqlite.rows import execution_from_row, from_us, us
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
-from ticklock.domain.jobs import Execution
+from ticklock.domain.jobs import Execution, Trigger
 from ticklock.errors import JobNotFound
 
 
@@ -37,8 +38,8 @@ class Executions(Connection):
             if anchor is None:
                 return []
             return conn.execute(
-                f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND (scheduled_at < ? OR "
-                "(scheduled_at = ? AND id < ?)) ORDER BY scheduled_at DESC, id DESC LIMIT ?",
+                f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND scheduled_at <= ? AND (scheduled_at < ? "
+                "OR id < ?) ORDER BY scheduled_at DESC, id DESC LIMIT ?",  # a range of executions_fire
                 (job_id, anchor[0], anchor[0], anchor[1], limit),
             ).fetchall()
 
@@ -77,9 +78,8 @@ class Executions(Connection):
         rows = self._read(lambda c: c.execute(sql, (width, width, us(start), us(end))).fetchall())
         return [(from_us(bucket), status, count) for bucket, status, count in rows]
 
-    def execution_for(self, fire_key: str) -> Execution | None:
-        sql = f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?"
-        row = self._read(lambda c: c.execute(sql, (fire_key,)).fetchone())
+    def execution_for(self, job_id: str, trigger: Trigger, scheduled_at: datetime) -> Execution | None:
+        row = self._read(lambda c: c.execute(BY_FIRE, (job_id, us(scheduled_at), trigger.value)).fetchone())
         return None if row is None else execution_from_row(row)
 
     def open_executions(self, *, deadline_before: datetime, limit: int) -> list[Execution]:
@@ -114,7 +114,7 @@ PRUNE_CHUNK = 500  # executions deleted in one write transaction when pruning a 
 
 def _beyond(conn: sqlite3.Connection, keep: int) -> list[str]:
     """The final executions, backfills aside, past each job's ``keep`` newest by scheduled time. Only the
-    jobs with more than ``keep`` executions of any kind are looked at (one pass over executions_job)."""
+    jobs with more than ``keep`` executions of any kind are looked at (one pass over executions_fire)."""
     crowded = [
         row[0] for row in conn.execute("SELECT job_id FROM executions GROUP BY job_id HAVING COUNT(*) > ?", (keep,))
     ]

@@ -22,7 +22,10 @@ CLAIM = f"""UPDATE jobs SET lease_token = ?, lease_owner = ?,
                 due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
             WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
             RETURNING {JOB_COLUMNS}"""
-START = f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) ON CONFLICT(fire_key) DO NOTHING"
+START = (
+    f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) "
+    "ON CONFLICT(job_id, scheduled_at, trigger) DO NOTHING"  # the fire's: schema.FIRE_UNIQUE
+)
 FINISH = (
     "UPDATE executions SET status=?, attempts=?, finished_at=?, duration=?, error=? "
     "WHERE id=? AND run_token=? AND status IN ('running', 'interrupted')"
@@ -98,13 +101,14 @@ class Fires(Connection):
         return self._write(lambda conn: [_complete(conn, c.execution, c.fire, c.next_run_at, now) for c in completions])
 
 
-_BY_FIRE = f"SELECT {EXEC_COLUMNS} FROM executions WHERE fire_key = ?"
+BY_FIRE = f"SELECT {EXEC_COLUMNS} FROM executions WHERE job_id = ? AND scheduled_at = ? AND trigger = ?"
 
 
 def _start(conn: sqlite3.Connection, execution: Execution, row: tuple[Any, ...]) -> Started:
     if conn.execute(START, row).rowcount:
         return Started(execution, created=True)
-    return Started(execution_from_row(conn.execute(_BY_FIRE, (execution.fire_key,)).fetchone()), created=False)
+    fire = (execution.job_id, us(execution.scheduled_at), execution.trigger.value)
+    return Started(execution_from_row(conn.execute(BY_FIRE, fire).fetchone()), created=False)
 
 
 def _complete(

@@ -6,8 +6,38 @@ from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 
 # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold,
 # .alerts and .open_alerts; 5: the runs' summary (jobs.last_status, .last_at, .runs, .runs_ok) and the jobs
-# table's sort indexes
-SCHEMA_VERSION = 5
+# table's sort indexes; 6: a fire's execution unique by its columns (job_id, scheduled_at, trigger), one index
+# that also lists a job's executions, where a UNIQUE fire_key and executions_job were two (``FIRE_UNIQUE``)
+SCHEMA_VERSION = 6
+# Each fire's execution INSERT puts an entry in every index of the table, and an index led by the job's id
+# takes it at a page of its own (the job's), one most likely out of the cache on a table of many jobs'
+# executions, and a page more for the WAL and the checkpoint. Until schema 6 two did: fire_key's UNIQUE and
+# executions_job (job_id, scheduled_at DESC, id DESC). One index serves both now: the fire's uniqueness
+# (its columns are what ``fire_key`` is made of) and a job's listing (ties on the slot, a rare manual fire
+# at a scheduled instant, sorted by id in a step of SQLite's own). In `serve` under `bench/fires.py`'s (b)
+# (2026-12-06): the batches' INSERTs 38 -> 28 us a fire, the checkpoint thread 8 -> 5; README, "Issue 15".
+FIRE_UNIQUE = "job_id, scheduled_at DESC, trigger"
+EXECUTIONS = """
+    CREATE TABLE IF NOT EXISTS {name} (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        fire_key TEXT NOT NULL,
+        handler TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        scheduled_at INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        deadline_at INTEGER NOT NULL,
+        run_token TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        resumes INTEGER NOT NULL,
+        finished_at INTEGER,
+        duration REAL,
+        error TEXT,
+        jitter REAL NOT NULL DEFAULT 0,
+        detached INTEGER NOT NULL DEFAULT 0
+    )"""
 SCHEMA = [
     """
     CREATE TABLE IF NOT EXISTS jobs (
@@ -46,28 +76,9 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS jobs_next ON jobs (next_run_at, id)",
     "CREATE INDEX IF NOT EXISTS jobs_last ON jobs (last_at, id)",
     "CREATE INDEX IF NOT EXISTS jobs_failing ON jobs (name) WHERE last_status IN ('failed', 'timeout', 'lost')",
-    """
-    CREATE TABLE IF NOT EXISTS executions (
-        id TEXT PRIMARY KEY,
-        job_id TEXT NOT NULL,
-        fire_key TEXT NOT NULL UNIQUE,
-        handler TEXT NOT NULL,
-        trigger TEXT NOT NULL,
-        scheduled_at INTEGER NOT NULL,
-        started_at INTEGER NOT NULL,
-        deadline_at INTEGER NOT NULL,
-        run_token TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        status TEXT NOT NULL,
-        attempts INTEGER NOT NULL,
-        resumes INTEGER NOT NULL,
-        finished_at INTEGER,
-        duration REAL,
-        error TEXT,
-        jitter REAL NOT NULL DEFAULT 0,
-        detached INTEGER NOT NULL DEFAULT 0
-    )""",
-    "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, scheduled_at DESC, id DESC)",
+    EXECUTIONS.format(name="executions"),
+    # one execution a fire (job, slot, trigger: what ``fire_key`` spells), and a job's executions newest first
+    f"CREATE UNIQUE INDEX IF NOT EXISTS executions_fire ON executions ({FIRE_UNIQUE})",
     "CREATE INDEX IF NOT EXISTS executions_finished ON executions (finished_at)",
     "CREATE INDEX IF NOT EXISTS executions_time ON executions (scheduled_at DESC)",
     "CREATE INDEX IF NOT EXISTS executions_detached ON executions (deadline_at) "
@@ -106,6 +117,8 @@ ADDED_COLUMNS = [
     ("jobs", "runs", "INTEGER NOT NULL DEFAULT 0"),  # 5
     ("jobs", "runs_ok", "INTEGER NOT NULL DEFAULT 0"),  # 5
 ]
+# a file written before 6 has fire_key UNIQUE (an index of the table's own, which only a rebuild drops)
+REBUILT = ("executions", EXECUTIONS)
 _ENDED = "e.job_id = jobs.id AND e.status NOT IN ('running', 'interrupted')"
 # what a file gains once, when it is opened by a ticklock of that version: 5 fills the runs' summary
 # from the executions kept

@@ -228,3 +228,45 @@ def test_a_version_5_file_whose_rows_break_the_new_uniqueness_is_left_as_it_was(
     tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"jobs", "executions"}  # the new ledger table's creation undone with the rest
     check.close()
+
+
+def test_a_version_5_files_rebuild_keeps_a_users_view_and_says_how_many_rows_it_copied(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "v5-view.db"
+    t = 1_767_225_600 * SECOND
+    _v5_file(path, [_row(1, "e1", "j1", "schedule", t), _row(2, "e2", "j2", "schedule", t, status="failed")])
+    made = sqlite3.connect(path)  # an operator's own view on the table: the rebuild must not break it
+    made.execute("CREATE VIEW failures AS SELECT id, job_id FROM executions WHERE status = 'failed'")
+    made.commit()
+    made.close()
+    with caplog.at_level("WARNING", logger="ticklock.store"):
+        SQLiteStore(path).close()
+    said = [(r.msg, getattr(r, "rows", None)) for r in caplog.records if r.name == "ticklock.store"]
+    assert said == [("store.rebuilding", 2), ("store.rebuilt", 2)]
+    check = sqlite3.connect(path)
+    assert check.execute("SELECT id, job_id FROM failures").fetchall() == [("e2", "j2")]
+    check.close()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ticklock.store"):
+        SQLiteStore(path).close()  # once: a rebuilt file is not rebuilt again
+    assert [r for r in caplog.records if r.name == "ticklock.store"] == []
+
+
+def test_a_version_5_file_with_a_table_in_the_rebuilds_way_is_left_as_it_was(tmp_path: Path) -> None:
+    from ticklock.errors import StoreUnavailable
+
+    path = tmp_path / "v5-crowded.db"
+    stored = _v5_file(path, [_row(1, "e1", "j1", "schedule", 1_767_225_600 * SECOND)])
+    made = sqlite3.connect(path)  # not the migration's: it must be neither reused nor dropped
+    made.execute("CREATE TABLE executions_rebuilt (note TEXT)")
+    made.execute("INSERT INTO executions_rebuilt VALUES ('mine')")
+    made.commit()
+    made.close()
+    with pytest.raises(StoreUnavailable, match="executions_rebuilt already exists"):
+        SQLiteStore(path)
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert check.execute(f"SELECT rowid, {COLUMNS} FROM executions ORDER BY rowid").fetchall() == stored
+    assert check.execute("SELECT note FROM executions_rebuilt").fetchall() == [("mine",)]
+    check.close()

@@ -160,7 +160,7 @@ class Store(Protocol):
     def start_executions(self, executions: Sequence[Execution]) -> list[Started]:
         """``start_execution`` for each, in order, in as few writes as the backend allows (one SQLite
         transaction): the runner records the fires it took together at once. Each is judged as if alone,
-        after the ones before it (a fire key given twice: the second gets the first's row, created False).
+        after the ones before it (a fire given twice: the second gets the first's row, created False).
         ``StoreUnavailable`` if the store fails; the rows written before it, if any, stand (each is a fire's
         own record, and a later ``start_execution`` of that fire finds it)."""
         ...

@@ -530,7 +530,7 @@ def fire_key(job_id: str, trigger: Trigger, scheduled_at: datetime) -> str:
 
 @dataclass(frozen=True)
 class Execution:
-    """The record of one fire: unique per fire key."""
+    """The record of one fire: one per fire (its job, trigger and slot, which ``fire_key`` spells)."""
 
     id: str
     job_id: str

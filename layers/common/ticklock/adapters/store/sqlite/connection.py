@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sqlite3
@@ -21,6 +22,8 @@ from ticklock.adapters.store.sqlite.schema import (
     TABLES,
 )
 from ticklock.errors import StoreUnavailable
+
+log = logging.getLogger("ticklock.store")
 
 T = TypeVar("T")
 
@@ -137,23 +140,40 @@ class Connection:
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._rollback()  # a full disk or an I/O error may have ended it: the error that did is the one told
             raise
 
-    def _rebuild_if_constrained(self, table: str, create: str) -> None:
-        """``table`` built afresh by ``create`` (its rows, rowids and columns kept) if an older schema gave
-        it a UNIQUE constraint (an index SQLite drops only with its table); its indexes are then created
-        by ``_migrate``. A fire's execution was unique by ``fire_key`` until schema 6, by its columns since
+    def _rebuild_if_constrained(self, table: str, column: str, create: str) -> None:
+        """``table`` built afresh by ``create`` (its rows, rowids and columns kept) if an older schema made
+        ``column`` UNIQUE (an index SQLite drops only with its table); its indexes are then created by
+        ``_migrate``. A fire's execution was unique by ``fire_key`` until schema 6, by its columns since
         (``schema.FIRE_UNIQUE``): the same fires, as the key is made of them. In the migration's
-        transaction: a failure leaves the file as it was."""
-        constrained = any(row[3] == "u" for row in self._conn.execute(f"PRAGMA index_list({table})"))
+        transaction: a failure leaves the file as it was. A copy of every row: logged, with how long it took
+        (README, "Upgrading")."""
+        constrained = [
+            name
+            for _, name, _, origin, _ in self._conn.execute(f"PRAGMA index_list({table})")
+            if origin == "u" and [r[2] for r in self._conn.execute(f"PRAGMA index_info({name})")] == [column]
+        ]
         if not constrained:
             return
+        rows = self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        log.warning("store.rebuilding", extra={"path": self.path, "table": table, "rows": rows})
+        began = time.monotonic()
         columns = ", ".join(row[1] for row in self._conn.execute(f"PRAGMA table_info({table})"))
-        self._conn.execute(create.format(name=f"{table}_rebuilt"))
+        # not IF NOT EXISTS: a table of that name that is not this migration's own is an error, not a target
+        self._conn.execute(create.replace("IF NOT EXISTS ", "").format(name=f"{table}_rebuilt"))
         self._conn.execute(f"INSERT INTO {table}_rebuilt (rowid, {columns}) SELECT rowid, {columns} FROM {table}")
         self._conn.execute(f"DROP TABLE {table}")  # its indexes with it
-        self._conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+        # a view or trigger a user made on the table keeps naming it (legacy: the rename does not rewrite
+        # them, nor fail on them); the project makes none
+        self._conn.execute("PRAGMA legacy_alter_table=ON")
+        try:
+            self._conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+        finally:
+            self._conn.execute("PRAGMA legacy_alter_table=OFF")
+        seconds = round(time.monotonic() - began, 3)
+        log.warning("store.rebuilt", extra={"table": table, "rows": rows, "seconds": seconds})
 
     # -- plumbing ---------------------------------------------------------------------------------
     @contextmanager

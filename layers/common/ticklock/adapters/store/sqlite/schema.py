@@ -118,7 +118,7 @@ ADDED_COLUMNS = [
     ("jobs", "runs_ok", "INTEGER NOT NULL DEFAULT 0"),  # 5
 ]
 # a file written before 6 has fire_key UNIQUE (an index of the table's own, which only a rebuild drops)
-REBUILT = ("executions", EXECUTIONS)
+REBUILT = ("executions", "fire_key", EXECUTIONS)
 _ENDED = "e.job_id = jobs.id AND e.status NOT IN ('running', 'interrupted')"
 # what a file gains once, when it is opened by a ticklock of that version: 5 fills the runs' summary
 # from the executions kept

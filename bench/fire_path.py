@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/fire_path.py [--stored 100000] [--fires 8000] [--batches 5,20] [--rounds 2]
+        [--gaps 0] [--history 0]
 
 ``--stored`` interval jobs (every 1 s, due a millisecond apart, as in ``bench/fires.py``'s (a)) in a fresh
 SQLite file. Each step moves an injected clock on by one batch's worth of milliseconds, claims what is due
@@ -20,8 +21,13 @@ rework of the engine's Python could reach with these writes; ``serve`` adds its 
 (``bench/fires.py``). Rounds alternate the two, each on a fresh file. Nothing asserts here.
 
 ``--gaps 0,7`` also runs each path with that many milliseconds of sleep before each step (not counted):
-a spread load's dispatcher idles between its hand-overs (``serve``'s resolution is 5 ms), and on this
+a spread load's dispatcher idles between its hand-overs (``serve``'s resolution is 20 ms), and on this
 machine the same work costs more CPU after an idle gap than back to back.
+
+``--history 60000`` stores that many finished executions of the jobs fired first (the first 10,000 due)
+before the steps: a service's ``executions`` table after a while, into whose job-led index each fire's
+INSERT goes at a page of its job's (without it the path starts on an empty table, and missed what
+schema 6's one index for a fire saved in ``serve``: README, "One index for a fire's execution").
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,11 +52,11 @@ from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.adapters.store.sqlite.fires import ADVANCE_COUNTED, CLAIM, FINISH, START
-from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, us
+from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, execution_row, us
 from ticklock.clock import FakeClock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.ids import new_id
-from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger, fire_key
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.handlers.builtin import register
 from ticklock.runtimes.wiring import build_publisher, build_runner
@@ -63,26 +69,51 @@ BY = 100  # jobs a claim takes at most (the dispatcher's default batch)
 _TAKEN = [JOB_COLUMN_NAMES.index(c) for c in ("id", "handler", "timeout", "next_run_at", "version", "lease_token")]
 
 
-def seeded(stored: int) -> tuple[SQLiteStore, FakeClock, Path]:
+def seeded(stored: int, history: int = 0) -> tuple[SQLiteStore, FakeClock, Path]:
     folder = Path(tempfile.mkdtemp(prefix="ticklock-fire-path-"))
     clock, store = FakeClock(), SQLiteStore(folder / "bench.db")
     start, jobs = clock.now(), []
+    first: list[str] = []  # the ids of the jobs due first: the ones the steps fire
     for i in range(stored):
         due = start + timedelta(seconds=1 + (i % 1000) / 1000 + i // 1000)
         jobs.append(Job(id=new_id(), name=f"j{i}", handler="noop", schedule=IntervalSchedule(1), payload={},
                         timeout=10.0, max_retries=0, enabled=True, next_run_at=due, created_at=start,
                         updated_at=start))  # fmt: skip
+        if len(first) < HISTORY_JOBS:
+            first.append(jobs[-1].id)
         if len(jobs) == 10_000:
             store.add_jobs(jobs)
             jobs = []
     if jobs:
         store.add_jobs(jobs)
+    _history(store, first, history, start)
     clock.advance(1)
     return store, clock, folder
 
 
-def engine(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
-    store, clock, folder = seeded(stored)
+HISTORY_JOBS = 10_000  # the jobs ``--history`` spreads its executions over (the first due: the ones fired)
+
+
+def _history(store: SQLiteStore, jobs: list[str], count: int, now: datetime) -> None:
+    """``count`` finished executions of ``jobs``, one job after another, in the seconds before ``now``: the
+    history a service's ``executions`` table holds after a while (under (b) of ``bench/fires.py``, 1,000
+    rows a second over 10,000 jobs), whose job-led index each fire's INSERT goes into."""
+    rows = []
+    for i in range(count):
+        job_id, at = jobs[i % len(jobs)], now - timedelta(seconds=1 + i // len(jobs))
+        done = Execution(id=new_id(), job_id=job_id, fire_key=fire_key(job_id, Trigger.SCHEDULE, at), handler="noop",
+                         trigger=Trigger.SCHEDULE, scheduled_at=at, started_at=at, deadline_at=at + SLACK,
+                         run_token="t", owner="bench", status=ExecutionStatus.SUCCESS, attempts=1, finished_at=at,
+                         duration=0.0)  # fmt: skip
+        rows.append(execution_row(done))
+    conn = store._conn  # the store's own write connection, in one transaction
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(START, rows)
+    conn.execute("COMMIT")
+
+
+def engine(stored: int, fires: int, batch: int, gap: float = 0.0, history: int = 0) -> float:
+    store, clock, folder = seeded(stored, history)
     settings = Settings.load(environ={}, plugins=())
     metrics, registry = PrometheusMetrics(), Registry()
     register(registry)
@@ -108,8 +139,8 @@ def engine(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
     return cpu / done * 1e6
 
 
-def floor(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
-    store, clock, folder = seeded(stored)
+def floor(stored: int, fires: int, batch: int, gap: float = 0.0, history: int = 0) -> float:
+    store, clock, folder = seeded(stored, history)
     conn: sqlite3.Connection = store._conn  # the store's own write connection and pragmas
     noop: Callable[[object], None] = lambda ctx: None  # noqa: E731
     now, done, cpu = us(clock.now()), 0, 0.0
@@ -150,7 +181,7 @@ def floor(stored: int, fires: int, batch: int, gap: float = 0.0) -> float:
     return cpu / done * 1e6
 
 
-PATHS: dict[str, Callable[[int, int, int, float], float]] = {"engine": engine, "floor": floor}
+PATHS: dict[str, Callable[[int, int, int, float, int], float]] = {"engine": engine, "floor": floor}
 
 
 def main() -> None:
@@ -160,6 +191,9 @@ def main() -> None:
     parser.add_argument("--batches", default="5,20", help="fires a batch, comma-separated")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gaps", default="0", help="ms of idle before each step, comma-separated (e.g. 0,7)")
+    parser.add_argument(
+        "--history", type=int, default=0, help=f"finished executions stored first, over the first {HISTORY_JOBS:,} jobs"
+    )
     args = parser.parse_args()
     # checked before anything is printed or measured
     try:
@@ -172,6 +206,8 @@ def main() -> None:
         parser.error(f"--batches: each batch is at least 1 fire, not {args.batches!r}")
     if any(not 0 <= g <= 1000 for g in gaps):
         parser.error(f"--gaps: each gap is 0 to 1000 ms, not {args.gaps!r}")
+    if not 0 <= args.history <= 10_000_000:
+        parser.error(f"--history: 0 to 10,000,000 executions, not {args.history}")
     print(f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {platform.machine()}, "
           f"{os.cpu_count()} cores; the machine's speed: {machine_speed():.2f} s (`machine_speed`)\n")  # fmt: skip
     print("| batch | path | CPU per fire, each round | best |")
@@ -180,7 +216,7 @@ def main() -> None:
         figures: dict[tuple[str, float], list[float]] = {(name, gap): [] for gap in gaps for name in PATHS}
         for _ in range(args.rounds):  # the paths and gaps alternate, so that each sees the machine's moments
             for (name, gap), values in figures.items():
-                values.append(PATHS[name](args.stored, args.fires, batch, gap / 1000))
+                values.append(PATHS[name](args.stored, args.fires, batch, gap / 1000, args.history))
         for (name, gap), values in figures.items():
             label = f"{name}, {gap:g} ms idle before each step" if gap else name
             each = ", ".join(f"{v:.0f}" for v in values)

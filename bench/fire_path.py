@@ -52,7 +52,7 @@ from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.adapters.store.sqlite.fires import ADVANCE_COUNTED, CLAIM, FINISH, START
-from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, execution_row, us
+from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, us
 from ticklock.clock import FakeClock
 from ticklock.domain.handlers import Registry
 from ticklock.domain.ids import new_id
@@ -98,18 +98,14 @@ def _history(store: SQLiteStore, jobs: list[str], count: int, now: datetime) -> 
     """``count`` finished executions of ``jobs``, one job after another, in the seconds before ``now``: the
     history a service's ``executions`` table holds after a while (under (b) of ``bench/fires.py``, 1,000
     rows a second over 10,000 jobs), whose job-led index each fire's INSERT goes into."""
-    rows = []
+    done = []
     for i in range(count):
         job_id, at = jobs[i % len(jobs)], now - timedelta(seconds=1 + i // len(jobs))
-        done = Execution(id=new_id(), job_id=job_id, fire_key=fire_key(job_id, Trigger.SCHEDULE, at), handler="noop",
-                         trigger=Trigger.SCHEDULE, scheduled_at=at, started_at=at, deadline_at=at + SLACK,
-                         run_token="t", owner="bench", status=ExecutionStatus.SUCCESS, attempts=1, finished_at=at,
-                         duration=0.0)  # fmt: skip
-        rows.append(execution_row(done))
-    conn = store._conn  # the store's own write connection, in one transaction
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(START, rows)
-    conn.execute("COMMIT")
+        done.append(Execution(id=new_id(), job_id=job_id, fire_key=fire_key(job_id, Trigger.SCHEDULE, at),
+                              handler="noop", trigger=Trigger.SCHEDULE, scheduled_at=at, started_at=at,
+                              deadline_at=at + SLACK, run_token="t", owner="bench", status=ExecutionStatus.SUCCESS,
+                              attempts=1, finished_at=at, duration=0.0))  # fmt: skip
+    store.start_executions(done)  # the store's own batch write, one transaction
 
 
 def engine(stored: int, fires: int, batch: int, gap: float = 0.0, history: int = 0) -> float:

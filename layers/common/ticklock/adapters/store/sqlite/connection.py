@@ -150,11 +150,10 @@ class Connection:
         (``schema.FIRE_UNIQUE``): the same fires, as the key is made of them. In the migration's
         transaction: a failure leaves the file as it was. A copy of every row: logged, with how long it took
         (README, "Upgrading")."""
-        constrained = [
-            name
+        constrained = any(
+            origin == "u" and [r[2] for r in self._conn.execute(f"PRAGMA index_info({name})")] == [column]
             for _, name, _, origin, _ in self._conn.execute(f"PRAGMA index_list({table})")
-            if origin == "u" and [r[2] for r in self._conn.execute(f"PRAGMA index_info({name})")] == [column]
-        ]
+        )
         if not constrained:
             return
         rows = self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import AlertRules, ExecutionStatus, Fire, Job, Trigger
+from ticklock.domain.jobs import AlertRules, Execution, ExecutionStatus, Fire, Job, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import Completion, Store
@@ -412,6 +415,45 @@ def test_executions_list_newest_first_with_paging(store: Store) -> None:
     assert [e.id for e in page] == [ids[4], ids[3]]
     assert [e.id for e in store.list_executions(job.id, limit=10, before=page[-1].id)] == [ids[2], ids[1], ids[0]]
     assert store.list_executions("other-job") == []
+
+
+# fires of one job drawn with repeats: a few slots a second apart, each under any trigger (a manual or
+# backfill fire on a scheduled instant is another fire), in any order, some given twice
+DRAWN_FIRES = st.lists(
+    st.tuples(st.integers(0, 4), st.sampled_from([Trigger.SCHEDULE, Trigger.MANUAL, Trigger.BACKFILL])),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=DRAWN_FIRES, page=st.integers(1, 5), together=st.booleans())
+def test_each_fire_is_recorded_once_and_a_jobs_history_pages_newest_first(
+    store: Store, drawn: list[tuple[int, Trigger]], page: int, together: bool
+) -> None:
+    """Against an oracle kept apart from any store: the first execution given for a fire (its job, slot
+    and trigger) is the one recorded, every later one gets it back; ``execution_for`` finds it; and
+    ``list_executions`` paged ``page`` at a time gives each recorded one once, newest slot first, ties
+    (one slot, several triggers) by id, highest first."""
+    job = store.add_job(make_job(f"history-{uuid.uuid4().hex[:8]}"))  # the examples share the store
+    given_ = [make_execution(Fire(job, T0 + timedelta(seconds=s), trigger, "t")) for s, trigger in drawn]
+    started = store.start_executions(given_) if together else [store.start_execution(e) for e in given_]
+    first: dict[tuple[Trigger, datetime], Execution] = {}
+    for execution in given_:
+        first.setdefault((execution.trigger, execution.scheduled_at), execution)
+    recorded = [first[(e.trigger, e.scheduled_at)] for e in given_]
+    assert [s.created for s in started] == [r is e for r, e in zip(recorded, given_, strict=True)]
+    assert [s.execution for s in started] == recorded
+    for (trigger, at), execution in first.items():
+        assert store.execution_for(job.id, trigger, at) == execution
+    expected = sorted(first.values(), key=lambda e: (e.scheduled_at, e.id), reverse=True)
+    paged: list[Execution] = []
+    while len(paged) <= len(expected):
+        chunk = store.list_executions(job.id, limit=page, before=paged[-1].id if paged else None)
+        if not chunk:
+            break
+        paged.extend(chunk)
+    assert [e.id for e in paged] == [e.id for e in expected]
 
 
 def test_prune_keeps_running_rows_and_the_newest_per_job(store: Store) -> None:

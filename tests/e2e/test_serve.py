@@ -14,6 +14,7 @@ import pytest
 
 from tests.e2e.conftest import Serve, run_cli, wait_for
 from tests.support.receivers import receivers
+from ticklock.settings import cpu_list
 
 pytestmark = pytest.mark.e2e
 
@@ -89,13 +90,34 @@ def test_handlers_that_hang_past_their_deadline_do_not_take_the_workers(start: C
     assert serve.terminate() == 0  # the stuck threads do not hold the shutdown
 
 
-def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[..., Serve], tmp_path: Path) -> None:
-    # TICKLOCK_CPUS: the threads there are at start and those started later (workers, a handler's thread
-    # replaced after its deadline) all keep to the CPU given; a CPU the process may not use stops the start
-    allowed = sorted(os.sched_getaffinity(0))
+def thread_cpus(pid: int) -> dict[int, tuple[int, ...]]:
+    """The CPUs each thread of process ``pid`` may run on, by thread id."""
+    cpus = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended since the listing
+            continue
+        listed = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Cpus_allowed_list"))
+        cpus[int(task.name)] = cpu_list(listed)
+    return cpus
+
+
+@pytest.mark.parametrize("setting", ["auto", "lowest", "any"])
+def test_the_engine_keeps_to_its_cpus_and_handler_code_gets_every_cpu(
+    start: Callable[..., Serve], tmp_path: Path, setting: str
+) -> None:
+    # TICKLOCK_CPUS: the engine's threads there are at start and those started later (workers, one put in
+    # place of a worker held past a deadline) keep to the engine's CPUs: by default (auto) the highest the
+    # process may use, or those given. A handler's code - a sync one run on the engine's own thread, an
+    # async one, a thread it starts, a program it runs - may use every CPU, and the engine's thread is back
+    # on its CPU once the handler returns. ``any``: nothing is kept.
+    allowed = tuple(sorted(os.sched_getaffinity(0)))
     assert len(allowed) >= 2, f"this test needs a process that may run on two CPUs, not {allowed}"
-    cpu = allowed[-1]
-    serve = start(TICKLOCK_CPUS=str(cpu), TICKLOCK_WORKERS="2")
+    value, engine = {"auto": ("auto", (allowed[-1],)), "lowest": (str(allowed[0]), (allowed[0],)),
+                     "any": ("any", allowed)}[setting]  # fmt: skip
+    serve = start(TICKLOCK_CPUS=value, TICKLOCK_WORKERS="2")
+    seen = tmp_path / "cpus.jsonl"
     hung = serve.create(
         name="hangs",
         handler="test.sleep",
@@ -106,23 +128,41 @@ def test_cpus_keeps_every_thread_of_serve_to_the_cpus_given(start: Callable[...,
     serve.client.post(f"/jobs/{hung['id']}/trigger")
     ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
     assert [e["status"] for e in wait_for(lambda: final(serve, hung["id"]))] == ["timeout"]
+    probes = {
+        kind: serve.create(
+            name=kind, handler=kind, schedule={"kind": "interval", "seconds": 3600}, payload={"path": str(seen)}
+        )
+        for kind in ("test.cpus", "test.async_cpus")
+    }
+    for job in probes.values():
+        serve.client.post(f"/jobs/{job['id']}/trigger")
+    for job in probes.values():
+        job_id = job["id"]
+        assert [e["status"] for e in wait_for(lambda: final(serve, job_id))] == ["success"]  # noqa: B023
     wait_for(lambda: len(final(serve, ok["id"])) >= 2)
-    cpus = {}
-    for task in Path(f"/proc/{serve.proc.pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except FileNotFoundError:  # a thread that ended since the listing
-            continue
-        cpus[task.name] = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Cpus_allowed_list")), "")
-    assert len(cpus) > 5  # the API, the dispatcher, the pool's threads, the checkpoint thread, ...
-    assert set(cpus.values()) == {str(cpu)}, cpus
-    records = [json.loads(line) for line in serve.log().splitlines() if line.startswith("{")]
-    [started] = [r for r in records if r.get("event") == "service.started"]
-    assert started["cpus"] == [cpu]
+    records = {r["job_id"]: r for r in map(json.loads, seen.read_text().splitlines())}
+    for job in probes.values():
+        record = records[job["id"]]
+        assert (record["thread"], record["started_thread"], record["program"]) == ([*allowed],) * 3, record
+    threads = thread_cpus(serve.proc.pid)
+    sync_thread = records[probes["test.cpus"]["id"]]["tid"]
+    assert threads[sync_thread] == engine  # the engine's thread it ran on is back on the engine's CPU
+    assert threads[records[probes["test.async_cpus"]["id"]]["tid"]] == allowed  # it runs handlers only
+    on_engine = [tid for tid, cpus in threads.items() if cpus == engine]
+    assert len(on_engine) > 5, threads  # the API, the dispatcher, the pool's threads, the checkpoint thread, ...
+    assert set(threads.values()) <= {engine, allowed}, threads
+    logged = [json.loads(line) for line in serve.log().splitlines() if line.startswith("{")]
+    [started] = [r for r in logged if r.get("event") == "service.started"]
+    assert started["cpus"] == ("any" if setting == "any" else {"engine": [*engine], "handlers": [*allowed]})
     assert serve.terminate() == 0
-    result = run_cli("serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_CPUS": f"{cpu},{allowed[-1] + 1}"})
+
+
+def test_a_cpu_the_process_may_not_use_stops_the_start(tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    result = run_cli("serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_CPUS": f"{allowed[-1]},{allowed[-1] + 1}"})
     assert result.returncode == 2
     assert f"TICKLOCK_CPUS (--cpus): CPU {allowed[-1] + 1} is not one this process may run on" in result.stderr
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:

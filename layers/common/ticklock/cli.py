@@ -148,12 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.load(overrides=overrides)
         from ticklock import logs
-        from ticklock.runtimes.local import LocalService, keep_to_cpus
+        from ticklock.runtimes.local import LocalService, place_engine
 
         logs.configure(settings.log_level, settings.log_format)
-        if settings.cpus:
-            keep_to_cpus(settings.cpus)  # before the service starts its threads: they inherit it
-        service = LocalService(settings)
+        # before the service starts its threads: they inherit the engine's CPUs
+        service = LocalService(settings, placement=place_engine(settings.cpus))
         service.serve()  # seeds the plug-ins' system jobs before it listens
     except (ConfigError, HandlerError, StoreUnavailable) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)

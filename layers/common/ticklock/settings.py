@@ -14,7 +14,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ticklock.domain.dispatcher import MAX_PENDING
 from ticklock.domain.jobs import LOCK_MARGIN
@@ -104,6 +104,26 @@ def cpu_list(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
+Cpus = tuple[int, ...] | Literal["auto"]  # the engine's CPUs: these, or one chosen at start; () = wherever
+
+
+def cpu_choice(text: str) -> Cpus:
+    """TICKLOCK_CPUS: ``auto`` (one CPU for the engine, chosen at start), ``any`` or empty (no keeping), or
+    CPU numbers and ranges (``cpu_list``)."""
+    word = text.strip().lower()
+    if word == "auto":
+        return "auto"
+    if word in ("any", ""):
+        return ()
+    try:
+        return cpu_list(text)
+    except ValueError as exc:
+        told = str(exc)
+        if told.startswith("expected "):
+            raise ValueError(f"expected auto, any, or {told.removeprefix('expected ')}") from None
+        raise
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("db", "ticklock.db", text, "SQLite file of the embedded store (created if missing)"),
     Setting("store", "", store_url, "the store: empty = SQLite at TICKLOCK_DB, sqlite:///PATH, or a mongodb:// URI"),
@@ -170,10 +190,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "cpus",
-        "",
-        cpu_list,
-        "ticklock serve on Linux: the CPUs its threads keep to, e.g. 1 or 0,2-3; empty = wherever the OS "
-        "runs them (README, 'Configuration': why one CPU, and why it is not the default)",
+        "auto",
+        cpu_choice,
+        "ticklock serve on Linux: the CPUs the engine's threads keep to (handlers run on every CPU the process "
+        "may use): auto = one of them, the highest; any = wherever the OS runs them; or CPUs such as 1 or "
+        "0,2-3 (README, 'Configuration': why one CPU)",
     ),
     Setting("shutdown_grace", "30", number(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
     Setting("retention_per_job", "1000", integer(1, 10_000_000), "finished executions kept per job"),
@@ -288,7 +309,7 @@ class Settings:
     max_pending: int
     dispatch_resolution: float
     lease_slack: float
-    cpus: tuple[int, ...]
+    cpus: Cpus
     shutdown_grace: float
     retention_per_job: int
     retention_days: float

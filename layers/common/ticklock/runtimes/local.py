@@ -26,6 +26,7 @@ from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.domain.handlers import Registry
+from ticklock.domain.invoke import STAY, Placement
 from ticklock.errors import ConfigError
 from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
@@ -38,7 +39,7 @@ from ticklock.runtimes.wiring import (
     build_store,
     housekeep,
 )
-from ticklock.settings import Settings
+from ticklock.settings import Cpus, Settings
 
 log = logging.getLogger("ticklock.service")
 HOUSEKEEPING_EVERY = 60.0
@@ -52,6 +53,7 @@ class LocalService:
     settings: Settings
     clock: Clock = field(default_factory=SystemClock)
     registry: Registry | None = None
+    placement: Placement = STAY  # where handler code runs, apart from the engine (``place_engine``)
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -71,6 +73,7 @@ class LocalService:
             clock=self.clock,
             owner=self.owner,
             inline=True,
+            placement=self.placement,
         )
         self.locker = locker
         self.invoker = self.runner.invoker
@@ -198,7 +201,7 @@ class LocalService:
                 "events": s.events,
                 "owner": self.owner,
                 "workers": s.workers,
-                "cpus": list(s.cpus) or "any",
+                "cpus": self.placement.describe() if isinstance(self.placement, CpuPlacement) else "any",
                 "handlers": self.registry.names() if self.registry else [],
             },
         )
@@ -251,30 +254,68 @@ class LocalService:
             self.metrics.flush()
 
 
-def keep_to_cpus(cpus: tuple[int, ...]) -> None:
-    """Keep this process's threads, and every thread and process started from them from now on (they
-    inherit it), to ``cpus`` (TICKLOCK_CPUS): called by ``ticklock serve`` before the service starts any
-    thread of its own (a test starting services in its own process keeps its CPUs). Linux sets a CPU
-    affinity per thread, so every thread there is is set, again until no new one has appeared. On one CPU
-    the threads hand the GIL to each other on one core's caches, not across two: README, "Configuration".
-    Raises ``ConfigError`` if this process may not run on one of ``cpus``."""
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+class CpuPlacement:
+    """The engine's threads on ``engine``, handler code on ``handlers`` (``Placement``): each inline handler
+    call moves its thread to ``handlers`` and back (two ``sched_setaffinity`` calls, ~2 us), and the
+    threads that run handlers only move there when they start."""
+
+    def __init__(self, engine: frozenset[int], handlers: frozenset[int]) -> None:
+        self.engine = engine
+        self.handlers = handlers
+
+    # try/except, not contextlib.suppress: these run twice a fire, and a context manager costs more than the call
+    def to_handlers(self) -> None:
+        try:  # noqa: SIM105
+            os.sched_setaffinity(0, self.handlers)
+        except OSError:  # the CPUs allowed changed since the start (a container's cpuset): it runs where it is
+            pass
+
+    def to_engine(self) -> None:
+        try:  # noqa: SIM105
+            os.sched_setaffinity(0, self.engine)
+        except OSError:
+            pass
+
+    def describe(self) -> dict[str, list[int]]:
+        return {"engine": sorted(self.engine), "handlers": sorted(self.handlers)}
+
+
+def place_engine(cpus: Cpus) -> Placement:
+    """Keep this process's threads, and every thread started from them from now on (they inherit it), to
+    the engine's CPUs (TICKLOCK_CPUS), and return the placement that gives handler code every CPU the
+    process may use: called by ``ticklock serve`` before the service starts any thread of its own (a test
+    starting services in its own process keeps its CPUs). ``auto`` is the highest CPU of those the
+    process may use (none when it may use one only, or off Linux); ``()``: nothing is kept. Linux sets a
+    CPU affinity per thread, so every thread there is is set, again until no new one has appeared. On one
+    CPU the engine's threads hand the GIL to each other on one core's caches, not across two: README,
+    "Configuration". Raises ``ConfigError`` if this process may not run on one of ``cpus``."""
+    if not cpus:
+        return STAY
+    allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else frozenset()
+    if cpus == "auto":
+        if len(allowed) < 2:
+            return STAY
+        cpus = (max(allowed),)
     refused = sorted(set(cpus) - allowed)
     if refused:
         raise ConfigError(
             f"TICKLOCK_CPUS (--cpus): CPU {refused[0]} is not one this process may run on "
             f"(it may run on {','.join(map(str, sorted(allowed))) or 'none it can set: Linux only'})"
         )
+    engine = frozenset(cpus)
+    if engine == allowed:
+        return STAY
     done: set[str] = set()
     while todo := set(os.listdir("/proc/self/task")) - done:
         for task in todo:
             try:
-                os.sched_setaffinity(int(task), cpus)
+                os.sched_setaffinity(int(task), engine)
             except ProcessLookupError:  # a thread that ended since the listing
                 pass
             except OSError as exc:  # the CPUs allowed changed since (a container's cpuset)
                 raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc}") from None
         done |= todo
+    return CpuPlacement(engine, allowed)
 
 
 def _settle_heap() -> None:

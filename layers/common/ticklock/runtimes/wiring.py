@@ -13,7 +13,7 @@ from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts, Destinations, Outbox
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.handlers import Registry
-from ticklock.domain.invoke import Invoker
+from ticklock.domain.invoke import STAY, Invoker, Placement
 from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
 from ticklock.ports import FireQueue, Locker, Publisher, Store
@@ -74,11 +74,12 @@ def build_runner(
     clock: Clock,
     owner: str,
     inline: bool = False,
+    placement: Placement = STAY,
 ) -> TaskRunner:
     """The five steps, with an invoker that reports abandoned handler threads to the metrics. ``inline``:
     sync handlers run on the worker's own thread (the caller replaces a worker stuck past a deadline,
-    ``Invoker.on_stuck``)."""
-    invoker = Invoker(inline=inline)
+    ``Invoker.on_stuck``). ``placement``: where handler code runs apart from the engine."""
+    invoker = Invoker(inline=inline, placement=placement)
     invoker.on_abandoned = metrics.abandoned.set
     alerts = Alerts(
         store=store,

@@ -27,6 +27,7 @@ def _record(ctx: HandlerContext) -> None:
                 "execution_id": ctx.execution_id,
                 "attempt": ctx.attempt,
                 "pid": os.getpid(),
+                "tid": threading.get_native_id(),
             }
         )
         fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

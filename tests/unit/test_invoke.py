@@ -552,6 +552,9 @@ class Places:
     def where(self) -> str:
         return self.at.get(threading.get_ident(), "engine")
 
+    def describe(self) -> object:
+        return "places"
+
 
 def test_handler_code_runs_where_the_placement_puts_it_and_the_engine_comes_back(ctx_factory: CtxFactory) -> None:
     # inline: the caller's thread moves to the handlers' place for the call, and back after it, whether the

@@ -253,7 +253,7 @@ def test_cpus_is_auto_any_or_the_cpus_named() -> None:
         return Settings.load(environ={"TICKLOCK_CPUS": value}).cpus
 
     assert (cpus("auto"), cpus(" AUTO "), cpus("any"), cpus(""), cpus("1"), cpus("3,0-1")) == (
-        "auto", "auto", (), (), (1,), (0, 1, 3)
+        "auto", "auto", "any", "any", (1,), (0, 1, 3)
     )  # fmt: skip
     with pytest.raises(ConfigError, match=r"TICKLOCK_CPUS: expected auto, any, or CPU numbers and ranges such as"):
         cpus("some")

@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logs.configure(settings.log_level, settings.log_format)
         # before the service starts its threads: they inherit the engine's CPUs
-        service = LocalService(settings, placement=place_engine(settings.cpus))
+        service = LocalService(settings, placement=place_engine(settings.cpus, settings.effective_owner))
         service.serve()  # seeds the plug-ins' system jobs before it listens
     except (ConfigError, HandlerError, StoreUnavailable) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)

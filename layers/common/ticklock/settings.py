@@ -78,16 +78,17 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:60] + "...")
 
 
-def cpu_list(text: str) -> tuple[int, ...]:
-    """CPU numbers and ranges (``0,2-3``), as the CPUs they name, sorted; empty for none given. Whether this
-    process may run on them is checked where they are applied (``runtimes.local.keep_to_cpus``)."""
+def cpu_list(text: str, expected: str = "CPU numbers and ranges such as 0,2-3") -> tuple[int, ...]:
+    """CPU numbers and ranges (``0,2-3``), as the CPUs they name, sorted; empty for none given (``expected``:
+    what an error says was expected). Whether this process may run on them is checked where they are
+    applied (``runtimes.local.place_engine``)."""
     if not text.strip():
         return ()
     ranges = []
     for part in text.split(","):
         match = _CPU_PART.fullmatch(part.strip())
         if match is None:
-            raise ValueError(f"expected CPU numbers and ranges such as 0,2-3, got {_shown(text)}")
+            raise ValueError(f"expected {expected}, got {_shown(text)}")
         first, last = _cpu(match[1]), _cpu(match[2] or match[1])
         if last > MAX_CPU:
             raise ValueError(f"CPUs are numbered 0 to {MAX_CPU}, got {_shown(part.strip())} in {_shown(text)}")
@@ -104,7 +105,7 @@ def cpu_list(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
-Cpus = tuple[int, ...] | Literal["auto"]  # the engine's CPUs: these, or one chosen at start; () = wherever
+Cpus = Literal["auto", "any"] | tuple[int, ...]  # the engine's CPUs: one chosen at start, wherever, or these
 
 
 def cpu_choice(text: str) -> Cpus:
@@ -114,14 +115,8 @@ def cpu_choice(text: str) -> Cpus:
     if word == "auto":
         return "auto"
     if word in ("any", ""):
-        return ()
-    try:
-        return cpu_list(text)
-    except ValueError as exc:
-        told = str(exc)
-        if told.startswith("expected "):
-            raise ValueError(f"expected auto, any, or {told.removeprefix('expected ')}") from None
-        raise
+        return "any"
+    return cpu_list(text, expected="auto, any, or CPU numbers and ranges such as 0,2-3")
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -193,8 +188,8 @@ SETTINGS: tuple[Setting, ...] = (
         "auto",
         cpu_choice,
         "ticklock serve on Linux: the CPUs the engine's threads keep to (handlers run on every CPU the process "
-        "may use): auto = one of them, the highest; any = wherever the OS runs them; or CPUs such as 1 or "
-        "0,2-3 (README, 'Configuration': why one CPU)",
+        "may use): auto = one no other serve here holds; any = wherever the OS runs them; or CPUs such as 1 "
+        "or 0,2-3 (README, 'Configuration')",
     ),
     Setting("shutdown_grace", "30", number(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
     Setting("retention_per_job", "1000", integer(1, 10_000_000), "finished executions kept per job"),

@@ -69,6 +69,9 @@ class Placement(Protocol):
     def to_engine(self) -> None:
         """This thread runs the engine's work again."""
 
+    def describe(self) -> object:
+        """What the start-up log says of it."""
+
 
 class Stay:
     """The default placement: every thread stays where it is."""
@@ -78,6 +81,9 @@ class Stay:
 
     def to_engine(self) -> None:
         return None
+
+    def describe(self) -> object:
+        return "any"
 
 
 STAY = Stay()
@@ -306,8 +312,8 @@ class Invoker:
                 heapq.heapify(self._watched)
             heapq.heappush(self._watched, (at, next(self._seq), call))
         placement = self.placement
-        placement.to_handlers()
         try:
+            placement.to_handlers()
             handler.func(ctx)
         except BaseException as exc:  # noqa: BLE001 - a handler may raise anything
             call.kind, call.error = AttemptKind.ERROR, describe(exc)

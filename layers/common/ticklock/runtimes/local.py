@@ -9,11 +9,15 @@ restart, or by another replica - resumes them. Nothing claimed is lost.
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import logging
 import os
+import sys
+import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,7 +205,7 @@ class LocalService:
                 "events": s.events,
                 "owner": self.owner,
                 "workers": s.workers,
-                "cpus": self.placement.describe() if isinstance(self.placement, CpuPlacement) else "any",
+                "cpus": self.placement.describe(),
                 "handlers": self.registry.names() if self.registry else [],
             },
         )
@@ -256,66 +260,126 @@ class LocalService:
 
 class CpuPlacement:
     """The engine's threads on ``engine``, handler code on ``handlers`` (``Placement``): each inline handler
-    call moves its thread to ``handlers`` and back (two ``sched_setaffinity`` calls, ~2 us), and the
-    threads that run handlers only move there when they start."""
+    call moves its thread to ``handlers`` and back (two ``sched_setaffinity`` calls, 1.4 us on this
+    project's machine), and the threads that run handlers only move there when they start. A move the OS
+    refuses (the CPUs allowed changed since the start: a container's cpuset) leaves the thread where it is,
+    logged once."""
 
     def __init__(self, engine: frozenset[int], handlers: frozenset[int]) -> None:
         self.engine = engine
         self.handlers = handlers
+        self._refused = False
 
     # try/except, not contextlib.suppress: these run twice a fire, and a context manager costs more than the call
     def to_handlers(self) -> None:
-        try:  # noqa: SIM105
+        try:
             os.sched_setaffinity(0, self.handlers)
-        except OSError:  # the CPUs allowed changed since the start (a container's cpuset): it runs where it is
-            pass
+        except OSError as exc:
+            self._refuse(exc)
 
     def to_engine(self) -> None:
-        try:  # noqa: SIM105
+        try:
             os.sched_setaffinity(0, self.engine)
-        except OSError:
-            pass
+        except OSError as exc:
+            self._refuse(exc)
+
+    def _refuse(self, exc: OSError) -> None:
+        if not self._refused:  # unlocked: two threads may both log it, once each
+            self._refused = True
+            log.warning("cpus.move_refused", extra={"error": str(exc), **self.describe()})
 
     def describe(self) -> dict[str, list[int]]:
         return {"engine": sorted(self.engine), "handlers": sorted(self.handlers)}
 
 
-def place_engine(cpus: Cpus) -> Placement:
+_held_cpus: list[int] = []  # the open lock files of the engine's CPUs (``_free_cpu``): held until the process ends
+
+
+def _free_cpu(allowed: frozenset[int], owner: str, lock_dir: str) -> int | None:
+    """A CPU of ``allowed`` no other ``ticklock serve`` on this machine keeps its engine to, now held: each
+    holds ``ticklock-engine-cpu-N.lock`` in ``lock_dir`` (flock, released however the process ends) from
+    here on. The search starts at a CPU ``owner`` picks, so that processes not sharing ``lock_dir`` (two
+    containers on one machine) spread at random. None if every one is held."""
+    cpus = sorted(allowed)
+    first = zlib.crc32(owner.encode()) % len(cpus)
+    for cpu in cpus[first:] + cpus[:first]:
+        path = os.path.join(lock_dir, f"ticklock-engine-cpu-{cpu}.lock")
+        try:  # opened for reading (another user's file will do), created only if missing: a sticky /tmp
+            # refuses O_CREAT on a file another user owns (fs.protected_regular)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:  # no such directory, or a file this user may not read: not one to take
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held_cpus.append(fd)
+        return cpu
+    return None
+
+
+def place_engine(cpus: Cpus, owner: str, lock_dir: str | None = None) -> Placement:
     """Keep this process's threads, and every thread started from them from now on (they inherit it), to
     the engine's CPUs (TICKLOCK_CPUS), and return the placement that gives handler code every CPU the
     process may use: called by ``ticklock serve`` before the service starts any thread of its own (a test
-    starting services in its own process keeps its CPUs). ``auto`` is the highest CPU of those the
-    process may use (none when it may use one only, or off Linux); ``()``: nothing is kept. Linux sets a
-    CPU affinity per thread, so every thread there is is set, again until no new one has appeared. On one
-    CPU the engine's threads hand the GIL to each other on one core's caches, not across two: README,
-    "Configuration". Raises ``ConfigError`` if this process may not run on one of ``cpus``."""
-    if not cpus:
+    starting services in its own process keeps its CPUs). ``auto``: one CPU no other serve here holds
+    (``_free_cpu``); none when every one is held, when the process may use one CPU only, when the OS
+    refuses (a sandbox) or off Linux, each logged as ``cpus.unpinned`` with its reason. ``any``: nothing is
+    kept. Linux sets a CPU affinity per thread, so every thread there is is set, again until no new one has
+    appeared. README, "Configuration". Raises ``ConfigError`` if this process may not run on one of the
+    CPUs named, or may not be kept to them."""
+    if cpus == "any":
         return STAY
-    allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else frozenset()
+    linux = sys.platform == "linux" and hasattr(os, "sched_setaffinity")
+    allowed = frozenset(os.sched_getaffinity(0)) if linux else frozenset()
     if cpus == "auto":
-        if len(allowed) < 2:
+        if not linux or len(allowed) < 2:
+            log.info("cpus.unpinned", extra={"reason": "one CPU" if linux else "not Linux", "cpus": sorted(allowed)})
             return STAY
-        cpus = (max(allowed),)
-    refused = sorted(set(cpus) - allowed)
-    if refused:
-        raise ConfigError(
-            f"TICKLOCK_CPUS (--cpus): CPU {refused[0]} is not one this process may run on "
-            f"(it may run on {','.join(map(str, sorted(allowed))) or 'none it can set: Linux only'})"
-        )
-    engine = frozenset(cpus)
-    if engine == allowed:
+        cpu = _free_cpu(allowed, owner, tempfile.gettempdir() if lock_dir is None else lock_dir)
+        if cpu is None:
+            reason = "every CPU keeps another serve's engine"
+            log.info("cpus.unpinned", extra={"reason": reason, "cpus": sorted(allowed)})
+            return STAY
+        engine = frozenset({cpu})
+    else:
+        refused = sorted(set(cpus) - allowed)
+        if refused:
+            raise ConfigError(
+                f"TICKLOCK_CPUS (--cpus): CPU {refused[0]} is not one this process may run on "
+                f"(it may run on {','.join(map(str, sorted(allowed))) or 'none it can set: Linux only'})"
+            )
+        engine = frozenset(cpus)
+        if engine == allowed:
+            return STAY
+    try:
+        _keep_threads_to(engine)
+    except OSError as exc:  # a sandbox that refuses, or the CPUs allowed changed since (a container's cpuset)
+        if cpus != "auto":
+            raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc} (TICKLOCK_CPUS=any keeps no CPUs)") from None
+        _keep_threads_to(allowed, quiet=True)
+        os.close(_held_cpus.pop())  # the CPU it took is free again
+        log.warning("cpus.unpinned", extra={"reason": str(exc), "cpus": sorted(allowed)})
         return STAY
+    return CpuPlacement(engine, allowed)
+
+
+def _keep_threads_to(cpus: frozenset[int], *, quiet: bool = False) -> None:
     done: set[str] = set()
     while todo := set(os.listdir("/proc/self/task")) - done:
         for task in todo:
             try:
-                os.sched_setaffinity(int(task), engine)
+                os.sched_setaffinity(int(task), cpus)
             except ProcessLookupError:  # a thread that ended since the listing
                 pass
-            except OSError as exc:  # the CPUs allowed changed since (a container's cpuset)
-                raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc}") from None
+            except OSError:
+                if not quiet:
+                    raise
         done |= todo
-    return CpuPlacement(engine, allowed)
 
 
 def _settle_heap() -> None:

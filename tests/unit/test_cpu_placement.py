@@ -111,6 +111,23 @@ def test_auto_keeps_nothing_when_the_os_refuses_and_lets_its_cpu_go(
     assert isinstance(place_engine("auto", "other", str(tmp_path)), CpuPlacement)  # both CPUs were free
 
 
+def test_auto_keeps_nothing_without_a_proc_to_list_the_threads_by(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, held: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeOS(monkeypatch, {0, 1})
+
+    def no_proc(path: str) -> list[str]:
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    monkeypatch.setattr(os, "listdir", no_proc)
+    with caplog.at_level(logging.INFO, logger="ticklock.service"):
+        assert place_engine("auto", "me", str(tmp_path)) is STAY
+    assert fake.set == [] and held == []
+    assert unpinned(caplog) == ["[Errno 2] No such file or directory: '/proc/self/task'"]
+    with pytest.raises(ConfigError, match=r"No such file or directory: '/proc/self/task' \(TICKLOCK_CPUS=any"):
+        place_engine((1,), "me", str(tmp_path))
+
+
 def test_cpus_named_are_kept_or_the_start_stops(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, held: list[int]
 ) -> None:

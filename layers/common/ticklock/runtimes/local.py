@@ -9,6 +9,7 @@ restart, or by another replica - resumes them. Nothing claimed is lost.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import logging
@@ -361,7 +362,8 @@ def place_engine(cpus: Cpus, owner: str, lock_dir: str | None = None) -> Placeme
     except OSError as exc:  # a sandbox that refuses, or the CPUs allowed changed since (a container's cpuset)
         if cpus != "auto":
             raise ConfigError(f"TICKLOCK_CPUS (--cpus): {exc} (TICKLOCK_CPUS=any keeps no CPUs)") from None
-        _keep_threads_to(allowed, quiet=True)
+        with contextlib.suppress(OSError):  # no /proc to list them by: none was set
+            _keep_threads_to(allowed, quiet=True)  # the threads set before the refusal go back to every CPU
         os.close(_held_cpus.pop())  # the CPU it took is free again
         log.warning("cpus.unpinned", extra={"reason": str(exc), "cpus": sorted(allowed)})
         return STAY

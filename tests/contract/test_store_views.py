@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
-from ticklock.ports import JOB_SORTS, JOB_STATES, JobQuery, Store
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Hold, HoldKind, Job, Trigger
+from ticklock.domain.states import JOB_FILTERS, JobState, job_conditions, job_state
+from ticklock.ports import JOB_SORTS, JobQuery, Store
 
 FAILED = {"failed", "timeout", "lost"}
+NOW = T0 + timedelta(seconds=90)  # the instant states are judged at: some holds end before it, some after
 
 
 def run(store: Store, job: Job, status: ExecutionStatus, at: datetime, *, complete: bool = False) -> Execution:
@@ -94,6 +96,13 @@ def _population(store: Store, n: int = 40) -> list[Job]:
         )
         if not job.enabled and rng.random() < 0.5:
             job = job.with_changes(disabled_reason="unknown handler")
+        if job.enabled and job.next_run_at is not None and rng.random() < 0.4:  # a timed hold, ahead or ended
+            ends = job.next_run_at + timedelta(seconds=rng.choice([-60, 0, 30, 600]))
+            kind = rng.choice(list(HoldKind))
+            hold = Hold(kind, T0 - timedelta(hours=1), skipped_from=T0 - timedelta(minutes=5), resumes_at=ends)
+            job = job.with_changes(hold=hold, next_run_at=ends)
+        if not job.enabled and rng.random() < 0.3 and job.disabled_reason is None:  # a one-shot that fired
+            job = job.with_changes(next_run_at=None)
         store.add_job(job)
         for k in range(rng.randrange(4)):
             status = rng.choice([ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.LOST])
@@ -105,20 +114,34 @@ def _population(store: Store, n: int = 40) -> list[Job]:
 
 
 def _in_state(job: Job, state: str) -> bool:
+    """The states and conditions as the API documents them, written apart from ``domain.states``."""
     last = job.last_run
+    hold_ahead = job.hold is not None and job.hold.resumes_at is not None and job.hold.resumes_at > NOW
+    stopped_by_user = not job.enabled and job.disabled_reason is None
     return {
-        "enabled": job.enabled,
-        "paused": not job.enabled and job.disabled_reason is None,
+        "enabled": job.enabled and not hold_ahead,
+        "paused": stopped_by_user and job.next_run_at is not None,
+        "held": job.enabled and hold_ahead,
         "disabled": not job.enabled and job.disabled_reason is not None,
+        "done": stopped_by_user and job.next_run_at is None,
         "failing": last is not None and last.status.value in FAILED,
         "alerting": bool(job.open_alerts),
     }[state]
 
 
+def test_the_domains_state_and_conditions_agree_with_the_documented_rules(store: Store) -> None:
+    for job in _population(store, 60):
+        [state] = [s for s in JOB_FILTERS[:5] if _in_state(job, s)]
+        assert job_state(job, NOW).value == state, job
+        assert [c.value for c in job_conditions(job)] == [c for c in JOB_FILTERS[5:] if _in_state(job, c)]
+
+
 def _key(job: Job, sort: str) -> Any:
     if sort in ("id", "name"):
         return job.id if sort == "id" else job.name
-    return job.next_run_at if sort == "next_run_at" else (job.last_run.at if job.last_run else None)
+    if sort == "next_run_at":
+        return job.next_run_at if job.enabled else None  # only an enabled job has a next fire
+    return job.last_run.at if job.last_run else None
 
 
 def _oracle(jobs: list[Job], query: JobQuery) -> list[str]:
@@ -136,11 +159,13 @@ def _oracle(jobs: list[Job], query: JobQuery) -> list[str]:
             return status == query.outcome
         return True
 
-    def order(job: Job) -> tuple[Any, ...]:
-        value = _key(job, query.sort)
-        return (value is not None, value or 0, job.id)  # no value first, as both stores order it
-
-    return [j.id for j in sorted(filter(matches, jobs), key=order, reverse=query.descending)]
+    found = list(filter(matches, jobs))
+    # jobs without a value (no next fire, never ran) after all the others, whichever the direction
+    valued = [j for j in found if _key(j, query.sort) is not None]
+    valueless = [j for j in found if _key(j, query.sort) is None]
+    valued.sort(key=lambda j: (_key(j, query.sort), j.id), reverse=query.descending)
+    valueless.sort(key=lambda j: j.id, reverse=query.descending)
+    return [j.id for j in valued + valueless]
 
 
 def _walk(store: Store, query: JobQuery, size: int) -> list[str]:
@@ -159,8 +184,9 @@ def _walk(store: Store, query: JobQuery, size: int) -> list[str]:
 def test_find_jobs_filters_sorts_and_pages_as_the_oracle_does(store: Store) -> None:
     jobs = _population(store)
     rng = random.Random(11)
-    queries = [JobQuery(sort=s, descending=d) for s in JOB_SORTS for d in (False, True)]
-    queries += [JobQuery(state=state) for state in JOB_STATES]
+    queries = [JobQuery(sort=s, descending=d, at=NOW) for s in JOB_SORTS for d in (False, True)]
+    queries += [JobQuery(state=state, at=NOW) for state in JOB_FILTERS]
+    queries += [JobQuery(state=state, sort="next_run_at", at=NOW) for state in JOB_FILTERS]
     queries += [JobQuery(outcome=o) for o in ("none", "success", "failed", "lost")]
     queries += [JobQuery(search="ALP"), JobQuery(search="check"), JobQuery(search="-01"), JobQuery(search="%_")]
     for _ in range(25):  # and mixtures
@@ -169,10 +195,11 @@ def test_find_jobs_filters_sorts_and_pages_as_the_oracle_does(store: Store) -> N
                 search=rng.choice([None, "a", "gam", "report"]),
                 handler=rng.choice([None, "noop", "http.check"]),
                 enabled=rng.choice([None, None, True, False]),
-                state=rng.choice([None, *JOB_STATES]),
+                state=rng.choice([None, *JOB_FILTERS]),
                 outcome=rng.choice([None, "none", "success", "failed"]),
                 sort=rng.choice(JOB_SORTS),
                 descending=rng.random() < 0.5,
+                at=NOW,
             )
         )
     for query in queries:
@@ -183,9 +210,9 @@ def test_find_jobs_filters_sorts_and_pages_as_the_oracle_does(store: Store) -> N
 
 def test_count_jobs_by_state(store: Store) -> None:
     jobs = _population(store, 30)
-    counts = store.count_jobs()
-    assert counts == {"total": 30, **{s: sum(_in_state(j, s) for j in jobs) for s in JOB_STATES}}
-    assert counts["enabled"] + counts["paused"] + counts["disabled"] == 30
+    counts = store.count_jobs(NOW)
+    assert counts == {"total": 30, **{s: sum(_in_state(j, s) for j in jobs) for s in JOB_FILTERS}}
+    assert sum(counts[s.value] for s in JobState) == 30  # every job in one state
 
 
 def test_activity_counts_runs_per_step_by_status(store: Store) -> None:

@@ -109,7 +109,16 @@ def test_overview_counts_states_steps_lag_failures_and_alerts(api: ApiHarness) -
     response = api.get("/overview", params={"window": 10, "step": 60})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["jobs"] == {"total": 2, "enabled": 1, "paused": 1, "disabled": 0, "failing": 0, "alerting": 0}
+    assert body["jobs"] == {
+        "total": 2,
+        "enabled": 1,
+        "paused": 1,
+        "held": 0,
+        "disabled": 0,
+        "done": 0,
+        "failing": 0,
+        "alerting": 0,
+    }
     steps = {s["at"][11:16]: s["counts"] for s in body["activity"] if s["counts"]}
     hh = T.strftime("%H")
     assert steps == {

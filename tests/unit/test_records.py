@@ -103,7 +103,16 @@ def test_every_encoding_holds_the_same_fields() -> None:
     # the MongoDB document leaves its null fields out (documents.py, ``_present``): the ones the SQLite row
     # holds as NULL
     null = {name for name, value in zip(JOB_COLUMN_NAMES, job_row(JOB, AT), strict=True) if value is None}
-    assert null == {"disabled_reason", "hold", "alerts", "open_alerts", "backfill", "last_status", "last_at"}
+    assert null == {
+        "disabled_reason",
+        "hold",
+        "hold_until",
+        "alerts",
+        "open_alerts",
+        "backfill",
+        "last_status",
+        "last_at",
+    }
     assert set(job_doc(JOB, AT)) == {*JOB_FIELDS, "due_at", "seq"} - {"id"} - null | {"_id"}
     # a job with every field set: its document holds all of them, and reads back as it was
     row = job_row(FULL_JOB, AT)

@@ -15,7 +15,6 @@ from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Execution, Fire, Job, Trigger
 from ticklock.domain.ledger import LedgerEntry
 
-JOB_STATES = ("enabled", "paused", "disabled", "failing", "alerting")
 JOB_SORTS = ("id", "name", "next_run_at", "last_at")
 JOB_TIME_SORTS = ("next_run_at", "last_at")  # the sorts on a time, which a job may lack
 
@@ -24,12 +23,13 @@ JOB_TIME_SORTS = ("next_run_at", "last_at")  # the sorts on a time, which a job 
 class JobQuery:
     """A page of the jobs table: which jobs, in what order, from where.
 
-    ``state``: ``enabled``; ``paused`` (not enabled, by a user, or a one-shot that fired); ``disabled``
-    (not enabled by ticklock: ``disabled_reason``); ``failing`` (its last run failed, timed out or was
-    lost); ``alerting`` (an alert raised). ``outcome``: the last run's status, or ``none`` for a job that
-    never ran. ``search``: a case-insensitive substring of the name or the handler. ``sort``: one of
-    ``JOB_SORTS``; jobs without a value (no next fire, never ran) come first ascending, last descending,
-    ties by id. ``after``: the sort value and id of the previous page's last job (keyset paging).
+    ``state``: one of ``domain.states.JOB_FILTERS``: a state (``enabled``, ``paused``, ``held``,
+    ``disabled``, ``done``) as ``job_state`` decides it at ``at``, or a condition (``failing``,
+    ``alerting``) as ``job_conditions`` does. ``outcome``: the last run's status, or ``none`` for a job
+    that never ran. ``search``: a case-insensitive substring of the name or the handler. ``sort``: one of
+    ``JOB_SORTS``; by ``next_run_at``, only enabled jobs have a next fire; jobs without a value (no next
+    fire, never ran) come after all the others in either direction, by id in that direction. ``after``:
+    the sort value (None in that last part) and id of the previous page's last job (keyset paging).
     ``enabled``: only enabled (True) or not enabled (False) jobs.
     """
 
@@ -41,6 +41,7 @@ class JobQuery:
     sort: str = "name"
     descending: bool = False
     after: tuple[Any, str] | None = None
+    at: datetime | None = None  # the instant a state is judged at (whether a hold's end is still ahead)
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ class Store(Protocol):
         """At most ``limit`` jobs matching ``query``, in its order, after its ``after``."""
         ...
 
-    def count_jobs(self) -> dict[str, int]:
-        """How many jobs there are (``total``) and how many are in each of ``JOB_STATES``."""
+    def count_jobs(self, now: datetime) -> dict[str, int]:
+        """How many jobs there are (``total``) and how many are in each state and condition of
+        ``domain.states.JOB_FILTERS`` at ``now``."""
         ...
 
     def update_job(self, job: Job, *, expected_version: int) -> Job:

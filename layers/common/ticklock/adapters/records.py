@@ -51,6 +51,7 @@ JOB_FIELDS = (
     "disabled_reason",
     "policy",
     "hold",
+    "hold_until",
     "alerts",
     "open_alerts",
     "backfill",
@@ -141,6 +142,8 @@ def job_record(
         "disabled_reason": job.disabled_reason,
         "policy": policy(job.policy),
         "hold": None if job.hold is None else nested(job.hold.to_dict()),
+        # the timed hold's end, as a time of its own: the stores filter and count held jobs by it
+        "hold_until": times.out(job.hold.resumes_at) if job.hold is not None else None,
         "alerts": None if job.alerts is None else nested(job.alerts.to_dict()),
         "open_alerts": open_alerts_text(job.open_alerts),
         "backfill": None if job.backfill is None else nested(job.backfill.to_dict()),

@@ -29,6 +29,7 @@ from ticklock.api.schemas import (
     BackfillIn,
     BackfillOut,
     CheckOut,
+    ComingFireOut,
     ExecutionOut,
     ExecutionPage,
     ExecutionsQuery,
@@ -54,6 +55,7 @@ from ticklock.api.schemas import (
     PreviewRequest,
     SkipIn,
     SlotOut,
+    UpcomingOut,
     UpcomingQuery,
     job_cursor,
     parse_instant,
@@ -63,6 +65,7 @@ from ticklock.domain.alerts import alerting_jobs
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import MAX_BATCH, JobService
+from ticklock.domain.upcoming import coming_fires
 from ticklock.domain.words import describe
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
@@ -268,7 +271,8 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def create_job(call: Call) -> Reply:
         body: JobCreate = call.body
         job = service.create(body.to_spec())
-        return Reply.json(201, JobOut.of(job).model_dump_json().encode(), {"location": f"/jobs/{job.id}"})
+        out = JobOut.of(job, service.clock.now()).model_dump_json().encode()
+        return Reply.json(201, out, {"location": f"/jobs/{job.id}"})
 
     def create_jobs(call: Call) -> Reply:
         body: JobBatch = call.body
@@ -280,11 +284,12 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
 
     def list_jobs(call: Call) -> JobPage:
         q: ListJobsQuery = call.query
-        jobs = service.store.find_jobs(q.to_query(), limit=q.limit + 1)
+        now = service.clock.now()
+        jobs = service.store.find_jobs(q.to_query(now), limit=q.limit + 1)
         more = len(jobs) > q.limit
         jobs = jobs[: q.limit]
         return JobPage.model_validate(
-            {"items": [JobOut.fields(j) for j in jobs], "next": job_cursor(jobs[-1], q.sort) if more else None}
+            {"items": [JobOut.fields(j, now) for j in jobs], "next": job_cursor(jobs[-1], q.sort) if more else None}
         )
 
     def overview(call: Call) -> OverviewOut:
@@ -324,30 +329,36 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         return [HandlerOut(name=h.name, description=h.description, is_async=h.is_async) for h in service.registry]
 
     def get_job(call: Call) -> JobOut:
-        return JobOut.of(service.store.get_job(call.params["job_id"]))
+        return JobOut.of(service.store.get_job(call.params["job_id"]), service.clock.now())
 
     def patch_job(call: Call) -> JobOut:
-        return JobOut.of(service.update(call.params["job_id"], call.body.changes()))
+        return JobOut.of(service.update(call.params["job_id"], call.body.changes()), service.clock.now())
 
     def pause_job(call: Call) -> JobOut:
         body: PauseIn = call.body
         until = parse_instant(body.until) if body.until else None
-        return JobOut.of(service.pause(call.params["job_id"], note=body.note, until=until))
+        return JobOut.of(service.pause(call.params["job_id"], note=body.note, until=until), service.clock.now())
 
     def skip_job(call: Call) -> JobOut:
         body: SkipIn = call.body
-        return JobOut.of(service.skip(call.params["job_id"], body.count, note=body.note))
+        return JobOut.of(service.skip(call.params["job_id"], body.count, note=body.note), service.clock.now())
 
     def resume_job(call: Call) -> JobOut:
-        return JobOut.of(service.resume(call.params["job_id"]))
+        return JobOut.of(service.resume(call.params["job_id"]), service.clock.now())
 
     def trigger_job(call: Call) -> JobOut:
-        return JobOut.of(service.trigger(call.params["job_id"]))
+        return JobOut.of(service.trigger(call.params["job_id"]), service.clock.now())
 
-    def upcoming_fires(call: Call) -> PreviewOut:
+    def upcoming_fires(call: Call) -> UpcomingOut:
         q: UpcomingQuery = call.query
-        schedule = service.store.get_job(call.params["job_id"]).schedule
-        return _preview(schedule, q.count, parse_instant(q.after) if q.after else service.clock.now())
+        job = service.store.get_job(call.params["job_id"])
+        schedule = job.schedule
+        fires = coming_fires(job, service.clock.now(), q.count, parse_instant(q.after) if q.after else None)
+        return UpcomingOut(
+            timezone=schedule.timezone if isinstance(schedule, CronSchedule) else "UTC",
+            description=describe(schedule),
+            fires=[ComingFireOut.of_coming(f) for f in fires],
+        )
 
     def job_fires(call: Call) -> JobFires:
         q: FiresQuery = call.query
@@ -429,7 +440,8 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
         Route("GET", f"{job}/executions", list_executions, "listExecutions", "A job's executions, newest fire first",
               returns=ExecutionPage, query=ExecutionsQuery, errors=NOT_FOUND),
         Route("GET", f"{job}/upcoming", upcoming_fires, "upcomingFires",
-              "A job's next fires by its schedule, each marked when a clock change moves it", returns=PreviewOut,
+              "A job's fires to come as the engine will run them: from the fire it waits for, with what a pause, "
+              "a hold or a skip keeps back marked, and each marked when a clock change moves it", returns=UpcomingOut,
               query=UpcomingQuery, errors=NOT_FOUND),
         Route("GET", f"{job}/fires", job_fires, "listJobFires",
               "What became of every fire of a job in a window: each slot of its schedule and each fire, newest first",

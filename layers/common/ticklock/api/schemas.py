@@ -49,6 +49,8 @@ from ticklock.domain.schedules import (
     schedule_to_dict,
 )
 from ticklock.domain.service import MAX_BATCH, MIN_TIMEOUT, JobSpec
+from ticklock.domain.states import JobCondition, JobState, job_conditions, job_state
+from ticklock.domain.upcoming import ComingFire
 from ticklock.domain.words import describe
 from ticklock.errors import InvalidJob
 from ticklock.ports import JobQuery
@@ -364,6 +366,15 @@ class JobOut(BaseModel):
     timeout: float
     max_retries: int
     enabled: bool
+    state: JobState = Field(
+        description="enabled; paused (by a user, until resumed); held (until hold.resumes_at: paused until an "
+        "instant, or skipping its next fires); disabled (by ticklock, see disabled_reason); done (a one-shot "
+        "job that has fired)"
+    )
+    conditions: list[JobCondition] = Field(
+        description="what may be wrong whatever the state: failing (the last run failed, timed out or was "
+        "lost), alerting (an alert is raised)"
+    )
     next_run_at: datetime | None
     trigger_pending_at: datetime | None
     running: bool = Field(description="claimed by a dispatcher right now")
@@ -383,12 +394,12 @@ class JobOut(BaseModel):
     updated_at: datetime
 
     @staticmethod
-    def of(job: Job) -> JobOut:
-        return JobOut.model_validate(JobOut.fields(job))
+    def of(job: Job, now: datetime) -> JobOut:
+        return JobOut.model_validate(JobOut.fields(job, now))
 
     @staticmethod
-    def fields(job: Job) -> dict[str, Any]:
-        """The job as this model's fields, to validate many at once (a page) in one call."""
+    def fields(job: Job, now: datetime) -> dict[str, Any]:
+        """The job as this model's fields at ``now``, to validate many at once (a page) in one call."""
         return {
             "id": job.id,
             "name": job.name,
@@ -399,9 +410,11 @@ class JobOut(BaseModel):
             "timeout": job.timeout,
             "max_retries": job.max_retries,
             "enabled": job.enabled,
+            "state": job_state(job, now),
+            "conditions": job_conditions(job),
             "next_run_at": job.next_run_at,
             "trigger_pending_at": job.trigger_at,
-            "running": job.lease is not None and job.lease.until > datetime.now(UTC),
+            "running": job.lease is not None and job.lease.until > now,
             "disabled_reason": job.disabled_reason,
             "policy": job.policy.to_dict(),
             "hold": None if (hold := job.active_hold) is None else hold.to_dict(),
@@ -469,6 +482,39 @@ class PreviewOut(BaseModel):
     timezone: str
     description: str = Field(description="the schedule in words")
     fires: list[FireOut] = Field(description="the next fires, earliest first; fewer than asked only past year 9999")
+
+
+class ComingFireOut(FireOut):
+    trigger: Literal["schedule", "manual", "backfill"] = Field(
+        description="schedule: a slot of its schedule; manual: a pending trigger; backfill: a backfill's next slot"
+    )
+    starts_at: datetime = Field(description="when it starts: its slot plus its jitter")
+    status: Literal["due", "running", "paused", "held", "skipped"] = Field(
+        description="due: it runs at its time; running: its run has started; paused: the job is paused (it "
+        "runs only if resumed by then); held: a pause until an instant keeps it back; skipped: a skip of the "
+        "next fires keeps it back"
+    )
+
+    @staticmethod
+    def of_coming(coming: ComingFire) -> ComingFireOut:
+        base = FireOut.of(coming.slot)
+        return ComingFireOut(
+            at=base.at,
+            local=base.local,
+            change=base.change,
+            trigger=coming.trigger.value,
+            starts_at=coming.starts_at,
+            status=coming.status.value,
+        )
+
+
+class UpcomingOut(BaseModel):
+    timezone: str
+    description: str = Field(description="the schedule in words")
+    fires: list[ComingFireOut] = Field(
+        description="the fires to come as the engine will treat them, earliest start first: from the fire the "
+        "job waits for, with what a pause, a hold or a skip keeps back marked"
+    )
 
 
 class ExecutionOut(BaseModel):
@@ -592,10 +638,11 @@ class ListJobsQuery(BaseModel):
     )
     handler: str | None = Field(None, min_length=1, max_length=200, description="only jobs of this handler")
     enabled: bool | None = Field(None, description="only enabled (true) or not enabled (false) jobs")
-    state: Literal["enabled", "paused", "disabled", "failing", "alerting"] | None = Field(
+    state: Literal["enabled", "paused", "held", "disabled", "done", "failing", "alerting"] | None = Field(
         None,
-        description="enabled; paused (by a user, or a one-shot that ran); disabled (by ticklock, see "
-        "disabled_reason); failing (the last run failed, timed out or was lost); alerting (an alert raised)",
+        description="a state (enabled; paused by a user; held until an instant; disabled by ticklock, see "
+        "disabled_reason; done: a one-shot job that has fired) or a condition (failing: the last run failed, "
+        "timed out or was lost; alerting: an alert raised)",
     )
     outcome: Outcome | None = Field(None, description="only jobs whose last run ended so (none: never ran)")
     sort: JobSort = Field(
@@ -604,8 +651,9 @@ class ListJobsQuery(BaseModel):
     limit: int = Field(50, ge=1, le=500)
     after: str | None = Field(None, min_length=1, max_length=400, description="the `next` of the previous page")
 
-    def to_query(self) -> JobQuery:
-        """The store's query; raises ``InvalidJob`` (a 422 on ``query.after``) for a cursor it cannot read."""
+    def to_query(self, now: datetime) -> JobQuery:
+        """The store's query at ``now``; raises ``InvalidJob`` (a 422 on ``query.after``) for a cursor it
+        cannot read."""
         sort = self.sort.lstrip("-")
         return JobQuery(
             search=self.q,
@@ -616,6 +664,7 @@ class ListJobsQuery(BaseModel):
             sort=sort,
             descending=self.sort.startswith("-"),
             after=None if self.after is None else read_cursor(self.after, self.sort),
+            at=now,
         )
 
 
@@ -628,7 +677,11 @@ def job_cursor(job: Job, sort: str) -> str:
     if key == "name":
         value: Any = job.name
     else:
-        moment = job.next_run_at if key == "next_run_at" else job.last_run.at if job.last_run else None
+        # by next fire, a job that is not enabled is in the part without a value (``JobQuery``)
+        if key == "next_run_at":
+            moment = job.next_run_at if job.enabled else None
+        else:
+            moment = job.last_run.at if job.last_run else None
         value = None if moment is None else moment.isoformat()
     return base64.urlsafe_b64encode(json.dumps([sort, value, job.id]).encode()).decode().rstrip("=")
 
@@ -860,7 +913,9 @@ class LagOut(BaseModel):
 
 class OverviewOut(BaseModel):
     now: datetime
-    jobs: dict[str, int] = Field(description="how many jobs there are (total) and in each state")
+    jobs: dict[str, int] = Field(
+        description="how many jobs there are (total), in each state and with each condition (see a job's state)"
+    )
     window: int = Field(description="the window's length, in minutes")
     step: int = Field(description="the length of each step of activity, in seconds")
     activity: list[ActivityOut] = Field(description="the window's fires by step, earliest first (every step)")

@@ -46,7 +46,7 @@ def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewO
     )
     return OverviewOut(
         now=now,
-        jobs=store.count_jobs(),
+        jobs=store.count_jobs(now),
         window=q.window,
         step=q.step,
         activity=[ActivityOut(at=at, counts=c) for at, c in sorted(counts.items())],

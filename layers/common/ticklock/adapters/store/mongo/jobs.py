@@ -22,16 +22,36 @@ from ticklock.adapters.store.mongo.documents import (
     setting,
 )
 from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
+from ticklock.domain.states import JOB_FILTERS
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 from ticklock.ports import JOB_TIME_SORTS, JobQuery
 
-# each state as a filter (the counts and the jobs table share them)
-STATES: dict[str, Doc] = {
-    "enabled": {"enabled": True},
-    "paused": {"enabled": False, "disabled_reason": None},
-    "disabled": {"enabled": False, "disabled_reason": {"$ne": None}},
-    "failing": {"last_status": {"$in": [s.value for s in FAILED_STATUSES]}},
-    "alerting": {"open_alerts": {"$ne": None}},
+
+def states(now: datetime) -> dict[str, Doc]:
+    """Each state and condition as a filter (``domain.states``; the counts and the jobs table share them),
+    a timed hold's end compared with ``now``."""
+    at = ms(now)
+    return {
+        "enabled": {"enabled": True, "$or": [{"hold_until": None}, {"hold_until": {"$lte": at}}]},
+        "paused": {"enabled": False, "disabled_reason": None, "next_run_at": {"$ne": None}},
+        "held": {"enabled": True, "hold_until": {"$gt": at}},
+        "disabled": {"enabled": False, "disabled_reason": {"$ne": None}},
+        "done": {"enabled": False, "disabled_reason": None, "next_run_at": None},
+        "failing": {"last_status": {"$in": [s.value for s in FAILED_STATUSES]}},
+        "alerting": {"open_alerts": {"$ne": None}},
+    }
+
+
+assert tuple(states(datetime.now(UTC))) == JOB_FILTERS
+_NOT_ENABLED = ("paused", "disabled", "done")
+# by next fire only enabled jobs have a value (a paused job keeps a next_run_at it will not fire at)
+_HAS_VALUE: dict[str, Doc] = {
+    "next_run_at": {"enabled": True, "next_run_at": {"$ne": None}},
+    "last_at": {"last_at": {"$ne": None}},
+}
+_NO_VALUE: dict[str, Doc] = {
+    "next_run_at": {"$or": [{"enabled": False}, {"next_run_at": None}]},
+    "last_at": {"last_at": None},
 }
 
 
@@ -127,31 +147,47 @@ class Jobs(Connection):
         if query.enabled is not None:
             conditions.append({"enabled": query.enabled})
         if query.state is not None:
-            conditions.append(STATES[query.state])
+            conditions.append(states(query.at or datetime.now(UTC))[query.state])
         if query.outcome is not None:
             conditions.append({"last_status": None if query.outcome == "none" else query.outcome})
-        column = "_id" if query.sort == "id" else query.sort
         way = DESCENDING if query.descending else ASCENDING
+        beyond = "$lt" if query.descending else "$gt"
+        if query.sort in JOB_TIME_SORTS:
+            return self._by_time(query, conditions, limit)
+        column = "_id" if query.sort == "id" else query.sort
         if query.after is not None:
             value, last_id = query.after
-            value = ms_or_none(value) if column in JOB_TIME_SORTS else value
-            # keyset: missing values (null) sort first ascending, last descending, as MongoDB orders them
-            beyond = "$lt" if query.descending else "$gt"
-            if value is None:
-                cursor: list[Doc] = [{column: None, "_id": {beyond: last_id}}]
-                cursor += [] if query.descending else [{column: {"$ne": None}}]
-            else:
-                cursor = [{column: {beyond: value}}, {column: value, "_id": {beyond: last_id}}]
-                cursor += [{column: None}] if query.descending else []
-            conditions.append({"$or": cursor})
-        found = {"$and": conditions} if conditions else {}
+            conditions.append({"$or": [{column: {beyond: value}}, {column: value, "_id": {beyond: last_id}}]})
         order = [(column, way)] + ([("_id", way)] if column != "_id" else [])
+        return self._page(conditions, order, limit)
+
+    def _by_time(self, query: JobQuery, conditions: list[Doc], limit: int) -> list[Job]:
+        """A page by a time some jobs lack: those with a value in its order, then those without by id. The
+        cursor's value says which part it is in (None: the second)."""
+        column, way = query.sort, DESCENDING if query.descending else ASCENDING
+        beyond = "$lt" if query.descending else "$gt"
+        value, last_id = query.after if query.after is not None else (None, None)
+        jobs: list[Job] = []
+        none_have_one = column == "next_run_at" and query.state in _NOT_ENABLED
+        if (query.after is None or value is not None) and not none_have_one:
+            cursor: list[Doc] = []
+            if value is not None:
+                at = ms_or_none(value)
+                cursor = [{"$or": [{column: {beyond: at}}, {column: at, "_id": {beyond: last_id}}]}]
+            jobs = self._page([*conditions, _HAS_VALUE[column], *cursor], [(column, way), ("_id", way)], limit)
+        if len(jobs) < limit:
+            after = [{"_id": {beyond: last_id}}] if query.after is not None and value is None else []
+            jobs += self._page([*conditions, _NO_VALUE[column], *after], [("_id", way)], limit - len(jobs))
+        return jobs
+
+    def _page(self, conditions: list[Doc], order: list[tuple[str, int]], limit: int) -> list[Job]:
+        found = {"$and": conditions} if conditions else {}
         docs = self._call(lambda: list(self.jobs.find(found).sort(order).limit(limit)))
         return [job_from_doc(d) for d in docs]
 
-    def count_jobs(self) -> dict[str, int]:
+    def count_jobs(self, now: datetime) -> dict[str, int]:
         def count() -> dict[str, int]:
-            counts = {state: self.jobs.count_documents(condition) for state, condition in STATES.items()}
+            counts = {state: self.jobs.count_documents(condition) for state, condition in states(now).items()}
             return {"total": self.jobs.count_documents({}), **counts}
 
         return self._call(count)

@@ -63,7 +63,7 @@ JOB_COLUMN_NAMES = tuple(c.strip() for c in JOB_COLUMNS.split(","))
 assert JOB_COLUMN_NAMES == (
     "id", "name", "handler", "schedule", "payload", "timeout", "max_retries", "enabled", "next_run_at", "trigger_at",
     "due_at", "lease_token", "lease_owner", "lease_until", "version", "created_at", "updated_at", "disabled_reason",
-    "policy", "hold", "alerts", "open_alerts", "backfill", "last_status", "last_at", "runs", "runs_ok",
+    "policy", "hold", "alerts", "open_alerts", "backfill", "last_status", "last_at", "runs", "runs_ok", "hold_until",
 ), JOB_COLUMN_NAMES  # fmt: skip
 _in_column_order = itemgetter(*JOB_COLUMN_NAMES)
 DEFINITION_COLUMNS = (*DEFINITION_FIELDS, "due_at")  # what a change to a job's definition rewrites
@@ -96,6 +96,7 @@ def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
         None if job.backfill is None else json.dumps(job.backfill.to_dict()),
         None if last is None else last.status.value, None if last is None else us(last.at),
         0 if last is None else last.runs, 0 if last is None else last.ok,
+        None if job.hold is None else us(job.hold.resumes_at),
     )  # fmt: skip
 
 
@@ -132,7 +133,7 @@ def job_from_row(row: tuple[Any, ...]) -> Job:
     (
         job_id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, _due_at,
         lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold,
-        alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok,
+        alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok, _hold_until,
     ) = row  # fmt: skip
     return Job(
         job_id,

@@ -7,15 +7,13 @@ from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 # 2: jobs.disabled_reason; 3: jobs.policy and the fire ledger; 4: executions.jitter and .detached, jobs.hold,
 # .alerts and .open_alerts; 5: the runs' summary (jobs.last_status, .last_at, .runs, .runs_ok) and the jobs
 # table's sort indexes; 6: a fire's execution unique by its columns (job_id, scheduled_at, trigger), one index
-# that also lists a job's executions, where a UNIQUE fire_key and executions_job were two (``FIRE_UNIQUE``)
-SCHEMA_VERSION = 6
+# that also lists a job's executions, where a UNIQUE fire_key and executions_job were two (``FIRE_UNIQUE``);
+# 7: jobs.hold_until (a timed hold's end, for the ``held`` state) and the next-fire sort over enabled jobs only
+SCHEMA_VERSION = 7
 # Each fire's execution INSERT puts an entry in every index of the table, and an index led by the job's id
-# takes it at a page of its own (the job's), one most likely out of the cache on a table of many jobs'
-# executions, and a page more for the WAL and the checkpoint. Until schema 6 two did: fire_key's UNIQUE and
-# executions_job (job_id, scheduled_at DESC, id DESC). One index serves both now: the fire's uniqueness
-# (its columns are what ``fire_key`` is made of) and a job's listing (ties on the slot, a rare manual fire
-# at a scheduled instant, sorted by id in a step of SQLite's own). In `serve` under `bench/fires.py`'s (b)
-# (2026-12-06): the batches' INSERTs 38 -> 28 us a fire, the checkpoint thread 8 -> 5; README, "Issue 15".
+# takes it at a page of its own: one index serves both a fire's uniqueness (its columns are what
+# ``fire_key`` is made of) and a job's listing (ties on the slot, a rare manual fire at a scheduled
+# instant, sorted by id in a step of SQLite's own).
 FIRE_UNIQUE = "job_id, scheduled_at DESC, trigger"
 EXECUTIONS = """
     CREATE TABLE IF NOT EXISTS {name} (
@@ -61,6 +59,7 @@ SCHEMA = [
         disabled_reason TEXT,
         policy TEXT,
         hold TEXT,
+        hold_until INTEGER,
         alerts TEXT,
         open_alerts TEXT,
         backfill TEXT,
@@ -72,9 +71,12 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_at) WHERE due_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_handler ON jobs (handler, id)",
     "CREATE INDEX IF NOT EXISTS jobs_alerting ON jobs (id) WHERE alerts IS NOT NULL OR open_alerts IS NOT NULL",
-    # the jobs table's sorts (by name: the unique index), each page one range scan
-    "CREATE INDEX IF NOT EXISTS jobs_next ON jobs (next_run_at, id)",
+    # the jobs table's sorts (by name: the unique index), each page one range scan; by next fire, the enabled
+    # jobs in order, then those with none (paused, disabled, done) by id
+    "CREATE INDEX IF NOT EXISTS jobs_next_fire ON jobs (next_run_at, id) WHERE enabled = 1",
+    "CREATE INDEX IF NOT EXISTS jobs_no_fire ON jobs (id) WHERE (enabled = 0 OR next_run_at IS NULL)",
     "CREATE INDEX IF NOT EXISTS jobs_last ON jobs (last_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_held ON jobs (hold_until) WHERE hold_until IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS jobs_failing ON jobs (name) WHERE last_status IN ('failed', 'timeout', 'lost')",
     EXECUTIONS.format(name="executions"),
     # one execution a fire (job, slot, trigger: what ``fire_key`` spells), and a job's executions newest first
@@ -116,6 +118,7 @@ ADDED_COLUMNS = [
     ("jobs", "last_at", "INTEGER"),  # 5
     ("jobs", "runs", "INTEGER NOT NULL DEFAULT 0"),  # 5
     ("jobs", "runs_ok", "INTEGER NOT NULL DEFAULT 0"),  # 5
+    ("jobs", "hold_until", "INTEGER"),  # 7
 ]
 # a file written before 6 has fire_key UNIQUE (an index of the table's own, which only a rebuild drops)
 REBUILT = ("executions", "fire_key", EXECUTIONS)
@@ -131,11 +134,17 @@ BACKFILLS = {
             last_at = (SELECT e.finished_at FROM executions e WHERE {_ENDED} ORDER BY e.finished_at DESC LIMIT 1)
         WHERE last_status IS NULL"""
     ],
+    7: [  # the hold's end to the millisecond (SQLite's dates): enough to tell whether it is still ahead
+        """UPDATE jobs SET hold_until = CAST(ROUND(
+            (julianday(json_extract(hold, '$.resumes_at')) - 2440587.5) * 86400000.0) AS INTEGER) * 1000
+        WHERE hold IS NOT NULL AND json_extract(hold, '$.resumes_at') IS NOT NULL""",
+        "DROP INDEX IF EXISTS jobs_next",  # 5's next-fire sort over every job: jobs_next_fire replaces it
+    ],
 }
 JOB_COLUMNS = (
     "id, name, handler, schedule, payload, timeout, max_retries, enabled, next_run_at, trigger_at, "
     "due_at, lease_token, lease_owner, lease_until, version, created_at, updated_at, disabled_reason, policy, hold, "
-    "alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok"
+    "alerts, open_alerts, backfill, last_status, last_at, runs, runs_ok, hold_until"
 )
 JOB_SLOTS = ", ".join("?" * len(JOB_COLUMNS.split(",")))
 EXEC_COLUMNS = ", ".join(EXECUTION_FIELDS)

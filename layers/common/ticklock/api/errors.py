@@ -41,10 +41,10 @@ def from_domain(exc: TicklockError) -> Reply:
     else:
         return internal(exc)
     if isinstance(exc, InvalidJobs):
-        details = [{"field": p.field, "message": p.message} for p in exc.problems]
-        return error(status, code, f"{exc.field}: {exc.message}", details)
+        details = [{"field": p.field, "message": _unnamed(p)} for p in exc.problems]
+        return error(status, code, f"{exc.field}: {_unnamed(exc)}", details)
     if isinstance(exc, InvalidJob):
-        return error(status, code, f"{exc.field}: {exc.message}", [{"field": exc.field, "message": exc.message}])
+        return error(status, code, f"{exc.field}: {_unnamed(exc)}", [{"field": exc.field, "message": _unnamed(exc)}])
     if isinstance(exc, StoreUnavailable):
         # The driver's words (hosts, topology) go to the log, not to the client.
         log.warning("api.store_unavailable", extra={"error": exc.message})
@@ -73,6 +73,11 @@ def overloaded(limit: int) -> Reply:
         f"{limit} requests are in flight already; try again shortly",
         headers=_retry(),
     )
+
+
+def _unnamed(exc: InvalidJob) -> str:
+    # a message that names its field already ("query.from: ...") would name it twice
+    return exc.message.removeprefix(f"{exc.field}: ")
 
 
 def _retry() -> dict[str, str]:

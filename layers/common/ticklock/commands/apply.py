@@ -101,9 +101,11 @@ def plan(wanted: list[dict[str, Any]], live: list[dict[str, Any]], *, prune: boo
     return changes
 
 
-def describe(changes: list[tuple[str, str, Any]]) -> str:
+def describe(changes: list[tuple[str, str, Any]], *, done: bool = False) -> str:
+    """The changes, one line each (a change's fields below it), and their counts: what is to be done, or
+    with ``done`` what was."""
     if not changes:
-        return "no changes: the live jobs are what the file says"
+        return f"{'nothing to do' if done else 'no changes'}: the live jobs are what the file says"
     lines = []
     for kind, name, what in changes:
         if kind == "create":
@@ -115,13 +117,45 @@ def describe(changes: list[tuple[str, str, Any]]) -> str:
             for field, (old, new) in what["fields"].items():
                 lines.append(f"    {field}: {json.dumps(old)} -> {json.dumps(new)}")
     counts = {k: sum(c[0] == k for c in changes) for k in ("create", "change", "delete")}
-    lines.append(f"{counts['create']} to create, {counts['change']} to change, {counts['delete']} to delete")
+    if done:
+        lines.append(f"created {counts['create']}, changed {counts['change']}, deleted {counts['delete']}")
+    else:
+        lines.append(f"{counts['create']} to create, {counts['change']} to change, {counts['delete']} to delete")
     return "\n".join(lines)
 
 
+def load(path: Path) -> Any:
+    """The file's content (JSON for a ``.json`` file, else YAML); ``ValueError``, in one line naming the
+    file (and the line and column where the parser gives them), for any file that cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: a directory, not a jobs file") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        context = f" ({exc.context})" if exc.context else ""
+        raise ValueError(f"{path}{where}: not valid YAML: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:  # the reader's errors (a control character) carry no line
+        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
 def read(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text()
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    """The jobs a file defines, each through ``normal``."""
+    data = load(path)
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         raise ValueError(f"{path}: expected `jobs:`, a list of job definitions")
@@ -146,7 +180,7 @@ def apply(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str, int]:
             client.call("PATCH", f"/jobs/{what['id']}", body={k: new for k, (_, new) in what["fields"].items()})
         else:
             client.call("DELETE", f"/jobs/{what}")
-    return summary, describe(changes).replace("no changes:", "nothing to do:", 1), 0
+    return summary, describe(changes, done=True), 0
 
 
 def export(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str, int]:

@@ -2,7 +2,7 @@
 the REST API for people (tables) and scripts (``--json``).
 
 A JOB is its id or its name. Exit codes: 0 done; 1 the API refused (its message is printed); 3 no API
-answered at ``--api``; 2 a usage error.
+answered at ``--api`` (nothing, or not a ticklock API); 2 a usage error.
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ticklock.commands.client import ApiClient, ApiError, Unreachable
+from ticklock.commands import definition
+from ticklock.commands.client import ApiClient, ApiError, NotTheApi, Unreachable, api_url
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 DEFAULT_API = "http://127.0.0.1:8080"
 PAGE = 500
+# a job's states, then the conditions that may hold on top of one (the API's `state` filter)
+STATES = ("enabled", "paused", "held", "disabled", "done", "failing", "alerting")
 
 
 COMMANDS = ("jobs", "runs", "fires", "apply", "export")
@@ -34,7 +37,10 @@ def add_commands(commands: Any) -> None:
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--api", default=None, metavar="URL", help=f"the REST API (env TICKLOCK_API_URL, {DEFAULT_API})"
+        "--api",
+        default=None,
+        metavar="URL",
+        help=f"the REST API (env TICKLOCK_API_URL, {DEFAULT_API}); HOST:PORT alone means http://HOST:PORT",
     )
     common.add_argument("--token", default=None, help="the bearer token (env TICKLOCK_API_TOKEN)")
     ui.add_signing_options(common)
@@ -46,8 +52,7 @@ def add_commands(commands: Any) -> None:
     ls = actions.add_parser("ls", parents=[common], help="list the jobs")
     ls.add_argument("--handler", help="only the jobs of this handler")
     ls.add_argument("--search", metavar="TEXT", help="only the jobs whose name or handler contains TEXT (any case)")
-    ls.add_argument("--state", choices=("enabled", "paused", "disabled", "failing", "alerting"),
-                    help="only the jobs in this state")  # fmt: skip
+    ls.add_argument("--state", choices=STATES, help="only the jobs in this state, or with this condition")
     state = ls.add_mutually_exclusive_group()
     state.add_argument("--enabled", dest="enabled", action="store_const", const=True, help="only enabled jobs")
     state.add_argument("--paused", dest="enabled", action="store_const", const=False, help="only paused jobs")
@@ -69,12 +74,12 @@ def add_commands(commands: Any) -> None:
     create = actions.add_parser("create", parents=[common], help="create a job")
     create.add_argument("name", metavar="NAME")
     create.add_argument("--handler", required=True)
-    _definition_options(create)
+    definition.add_options(create)
     edit = actions.add_parser("edit", parents=[common], help="change the fields given of a job")
     edit.add_argument("job", metavar="JOB")
     edit.add_argument("--name", help="a new name")
     edit.add_argument("--handler")
-    _definition_options(edit)
+    definition.add_options(edit)
     backfill = actions.add_parser("backfill", parents=[common], help="run the fires of a past window again, once each")
     backfill.add_argument("job", metavar="JOB")
     backfill.add_argument("--from", dest="start", required=True, metavar="T", help="the window's start (RFC 3339)")
@@ -95,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
     from ticklock.commands import apply, ui
     from ticklock.commands.sigv4 import SigningError, SigV4
 
-    base = args.api or os.environ.get("TICKLOCK_API_URL") or DEFAULT_API
     try:
+        base = api_url(args.api or os.environ.get("TICKLOCK_API_URL") or DEFAULT_API)
         signer = ui.signer_for(args, base)
-    except SigningError as exc:
+    except (ValueError, SigningError) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     auth = SigV4(signer) if signer is not None else None
@@ -113,8 +118,11 @@ def run(args: argparse.Namespace) -> int:
     except ApiError as exc:
         named = [f"{d.get('field')}: {d.get('message')}" for d in exc.details if d.get("field")]
         fields = "".join(f"\n  {line}" for line in named if line != exc.message)  # the message may be the one
-        print(f"ticklock: {exc.status}: {exc.message}{fields}", file=sys.stderr)
+        print(f"ticklock: {exc.status}: {exc.message}{fields}{_hint(exc, token)}", file=sys.stderr)
         return EXIT_REFUSED
+    except NotTheApi as exc:
+        print(f"ticklock: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except Unreachable as exc:
         print(f"ticklock: no API answered: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -125,6 +133,15 @@ def run(args: argparse.Namespace) -> int:
         client.close()
     print(json.dumps(data, indent=2) if args.json else text)
     return code
+
+
+def _hint(exc: ApiError, token: str | None) -> str:
+    """What to do about a 401: the API's own words name a header, not this command's options."""
+    if exc.status != 401:
+        return ""
+    if token:
+        return "\n  the token given (--token or TICKLOCK_API_TOKEN) was refused"
+    return "\n  give the API's token with --token or TICKLOCK_API_TOKEN"
 
 
 # -- the commands: each returns (the API's JSON, the text for people) ------------------------------------
@@ -177,67 +194,33 @@ def _action(path: str, body: Callable[[argparse.Namespace], Any] | None = None) 
     return act
 
 
+def _trigger(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
+    job = find(client, args.job)
+    data = client.call("POST", f"/jobs/{job['id']}/trigger")
+    # the run is due at once, even for a paused job; the schedule's own fires stay as they were
+    name, scheduled = data["name"], _when(data.get("next_run_at"))
+    return data, f"triggered {name}: a run is due now (`ticklock runs {name}` shows it); next fire {scheduled}"
+
+
 def _pause_body(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in (("note", args.note), ("until", args.until)) if v is not None}
 
 
-def _definition_options(parser: argparse.ArgumentParser) -> None:
-    shape = parser.add_mutually_exclusive_group()
-    shape.add_argument("--cron", metavar="EXPR", help="six fields, seconds first, or @hourly and the like")
-    shape.add_argument("--every", type=int, metavar="SECONDS", help="an interval, from the end of each run")
-    shape.add_argument("--at", metavar="T", help="once, at this instant (RFC 3339)")
-    parser.add_argument("--tz", metavar="ZONE", help="the cron fields' timezone (UTC)")
-    parser.add_argument("--payload", metavar="JSON", help="the payload, a JSON object")
-    parser.add_argument("--timeout", type=float, help="seconds, retries included (60)")
-    parser.add_argument("--max-retries", type=int, dest="max_retries")
-    parser.add_argument("--policy", metavar="JSON", help="the whole policy, a JSON object")
-    parser.add_argument("--alerts", metavar="JSON", help="the whole set of alert rules, a JSON object")
-    state = parser.add_mutually_exclusive_group()
-    state.add_argument("--enabled", dest="enabled", action="store_const", const=True)
-    state.add_argument("--disabled", dest="enabled", action="store_const", const=False)
-
-
-def _definition(args: argparse.Namespace) -> dict[str, Any]:
-    """The fields the options give, as the API takes them (an edit sends only these)."""
-    body: dict[str, Any] = {}
-    if args.cron is not None:
-        body["schedule"] = {"kind": "cron", "expr": args.cron, **({"timezone": args.tz} if args.tz else {})}
-    elif args.every is not None:
-        body["schedule"] = {"kind": "interval", "seconds": args.every}
-    elif args.at is not None:
-        body["schedule"] = {"kind": "once", "at": args.at}
-    elif args.tz is not None:
-        raise ValueError("--tz goes with --cron")
-    for key in ("payload", "policy", "alerts"):
-        text = getattr(args, key)
-        if text is not None:
-            try:
-                body[key] = json.loads(text)
-            except ValueError as exc:
-                raise ValueError(f"--{key} is not JSON: {exc}") from None
-    for key in ("timeout", "max_retries", "enabled", "handler"):
-        if getattr(args, key, None) is not None:
-            body[key] = getattr(args, key)
-    if getattr(args, "name", None) is not None and args.action == "edit":
-        body["name"] = args.name
-    return body
-
-
 def _create(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
-    body = _definition(args)
-    if "schedule" not in body:
-        raise ValueError("a job needs a schedule: --cron, --every or --at")
-    job = client.call("POST", "/jobs", body={"name": args.name, **body})
+    job = client.call("POST", "/jobs", body=definition.create_body(args))
     return job, f"{job['name']}: created ({job['id']}), next fire {_when(job['next_run_at'])}"
 
 
 def _edit(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     job = find(client, args.job)
-    body = _definition(args)
+    body = definition.edit_body(args, job)
     if not body:
-        raise ValueError("nothing to change: give the fields to change")
+        return job, f"{job['name']}: unchanged, it is so already (version {job['version']})"
     changed = client.call("PATCH", f"/jobs/{job['id']}", body=body)
-    return changed, f"{changed['name']}: changed ({', '.join(sorted(body))}), version {changed['version']}"
+    said = f"{changed['name']}: changed ({', '.join(sorted(body))}), version {changed['version']}"
+    if "schedule" in body:
+        said += f"; schedule now {schedule_words(changed['schedule'])}"
+    return changed, said
 
 
 def _backfill(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
@@ -270,7 +253,14 @@ def _fires(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     job = find(client, args.job)
     now = datetime.now(UTC)
     params = {"from": (now - span(args.since)).isoformat(), "to": now.isoformat(), "limit": 1000}
-    items = client.call("GET", f"/jobs/{job['id']}/fires", params=params)["items"]
+    try:
+        items = client.call("GET", f"/jobs/{job['id']}/fires", params=params)["items"]
+    except ApiError as exc:
+        # the API names its query's `from`; here that is --since
+        said = [d.get("message", "") for d in exc.details if d.get("field") == "query.from"]
+        if exc.status != 422 or not said:
+            raise
+        raise ValueError(f"--since {args.since}: {str(said[0]).removeprefix('query.from: ')}") from None
     rows = [("FIRE", "TRIGGER", "STATUS", "REASON")]
     rows += [(_when(i["at"]), i["trigger"], i["status"], i.get("reason") or "") for i in items]
     return items, table(rows) if items else f"{job['name']}: no fires since {args.since} ago"
@@ -281,7 +271,7 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace], tuple[Any, str]]]
     "show": _show,
     "pause": _action("pause", _pause_body),
     "resume": _action("resume"),
-    "trigger": _action("trigger"),
+    "trigger": _trigger,
     "skip": _action("skip", lambda a: {"count": a.count, **({"note": a.note} if a.note else {})}),
     "rm": _rm,
     "create": _create,
@@ -312,6 +302,8 @@ def pages(client: ApiClient, path: str, params: dict[str, Any]) -> Iterator[dict
     after = None
     while True:
         page = client.call("GET", path, params={**params, **({"after": after} if after else {})})
+        if not isinstance(page, dict) or not isinstance(page.get("items"), list):
+            raise NotTheApi(f"{client.base}{path} answered JSON without `items`; is --api a ticklock API?")
         yield from page["items"]
         after = page.get("next")
         if not after:
@@ -328,13 +320,18 @@ def schedule_words(schedule: dict[str, Any]) -> str:
 
 
 def state(job: dict[str, Any]) -> str:
-    words = ["enabled" if job.get("enabled") else "paused"]
-    if job.get("hold") and job["hold"]["kind"] == "skip":
-        words.append("skipping")
-    elif job.get("hold") and job.get("enabled"):
-        words.append("held")
-    if job.get("open_alerts"):
-        words.append("alerting")
+    """The job's state and conditions as the API says them (``state``, ``conditions``); an older API's job
+    is described from its fields."""
+    if isinstance(job.get("state"), str):
+        words = [job["state"], *job.get("conditions", [])]
+    else:
+        words = ["enabled" if job.get("enabled") else "paused"]
+        if job.get("hold") and job["hold"]["kind"] == "skip":
+            words.append("skipping")
+        elif job.get("hold") and job.get("enabled"):
+            words.append("held")
+        if job.get("open_alerts"):
+            words.append("alerting")
     if job.get("running"):
         words.append("running")
     return ", ".join(words)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ticklock.api.dashboard import HEADERS, assets
+from ticklock.commands.client import api_url
 from ticklock.commands.sigv4 import Signer, SigningError, SigV4, is_gateway
 
 MAX_BODY = 1024 * 1024
@@ -41,7 +42,9 @@ def add_command(commands: Any) -> None:
         description="Serve the dashboard on 127.0.0.1 and pass its API calls on to --api, signed with SigV4 "
         "(credentials from the standard AWS chain) or with the bearer token.",
     )
-    ui.add_argument("--api", default=None, metavar="URL", help="the REST API (env TICKLOCK_API_URL)")
+    ui.add_argument(
+        "--api", default=None, metavar="URL", help="the REST API (env TICKLOCK_API_URL); HOST:PORT means http://"
+    )
     ui.add_argument("--token", default=None, help="the bearer token (env TICKLOCK_API_TOKEN)")
     add_signing_options(ui)
     ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the local port ({DEFAULT_PORT}; 0: any free)")
@@ -70,13 +73,14 @@ def signer_for(args: argparse.Namespace, base: str) -> Signer | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = (args.api or os.environ.get("TICKLOCK_API_URL") or "").rstrip("/")
-    if not base.startswith(("http://", "https://")):
+    given = args.api or os.environ.get("TICKLOCK_API_URL")
+    if not given:
         print("ticklock: error: ui needs --api URL (or TICKLOCK_API_URL), http:// or https://", file=sys.stderr)
         return 2
     try:
+        base = api_url(given)
         signer = signer_for(args, base)
-    except SigningError as exc:
+    except (ValueError, SigningError) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)
         return 2
     # behind API Gateway's IAM check the signature is the credential

@@ -3,8 +3,9 @@
 
 They start from the slot the dispatcher waits for (``next_run_at``), not from now. What a user's hold
 keeps back is listed, marked, not hidden: a timed hold's slots up to its end as ``held`` (paused until an
-instant) or ``skipped`` (the next fires skipped); a paused job's slots, as it would fire once resumed now,
-as ``paused``. A pending manual trigger and a backfill's next slot are fires to come too.
+instant) or ``skipped`` (the next fires skipped), at most all but one of those asked for, so that the fire
+it resumes at is listed too; a paused job's slots, as it would fire once resumed now, as ``paused``. A
+pending manual trigger and a backfill's next slot are fires to come too.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def coming_fires(job: Job, now: datetime, count: int, after: datetime | None = N
             kept = Coming.SKIPPED if hold.kind is HoldKind.SKIP else Coming.HELD
             ends = hold.resumes_at
             kept_back = takewhile(lambda s: s.at < ends, _walk(job.schedule, hold.skipped_from, after))
-            fires += _marked(job, (s for s in kept_back if s.at > now), count, kept)
+            # at most count - 1 of them: the fire it resumes at is always listed
+            fires += _marked(job, (s for s in kept_back if s.at > now), count - 1, kept)
         fires += _marked(job, _walk(job.schedule, job.next_run_at, after), count, Coming.DUE)
     if job.lease is not None and job.lease.until > now:
         claimed = Fire.of(job, now)  # the fire the live claim is running

@@ -124,3 +124,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Serve]]:
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([*TICKLOCK, *args], env=environ, capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+# the browser's fixtures, for the dashboard's tests (imported last: browser.py names Serve)
+from tests.e2e.browser import browser, playwright, tab  # noqa: E402, F401

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.browser import Tab
 from tests.e2e.conftest import REPO, TICKLOCK, free_port, run_cli
-from tests.e2e.test_dashboard import Tab, browser, playwright  # noqa: F401 - the browser fixtures
 
 pytestmark = [pytest.mark.e2e]
 KEY, SECRET, REGION = "AKIDOPERATOR", "operator/secret/key+EXAMPLE", "eu-west-1"
@@ -93,7 +93,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Any]]:
 
 def test_the_dashboard_through_ticklock_ui_reaches_the_api_function_signed(
     servers: Callable[..., Any],
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     gateway = servers("gateway")
     ui = servers("ui", gateway.url)

@@ -45,6 +45,8 @@ def from_domain(exc: TicklockError) -> Reply:
         return error(status, code, f"{exc.field}: {_unnamed(exc)}", details)
     if isinstance(exc, InvalidJob):
         return error(status, code, f"{exc.field}: {_unnamed(exc)}", [{"field": exc.field, "message": _unnamed(exc)}])
+    if isinstance(exc, DuplicateJobName):  # said beside the field, as a 422's details are
+        return error(status, code, exc.message, [{"field": "name", "message": exc.message}])
     if isinstance(exc, StoreUnavailable):
         # The driver's words (hosts, topology) go to the log, not to the client.
         log.warning("api.store_unavailable", extra={"error": exc.message})

@@ -66,14 +66,25 @@ def _whole(value: Any) -> Any:
 
 
 WholeNumber = Annotated[StrictInt, BeforeValidator(_whole)]
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]*$"
+
+
+def _name_text(value: str) -> str:
+    # said in words: pydantic's own message quotes the regular expression
+    if not re.match(NAME_PATTERN, value):
+        raise ValueError("must start with a letter or a digit, then only letters, digits and _ . : @ / -")
+    return value
+
+
 Name = Annotated[
     str,
     Field(
         min_length=1,
         max_length=200,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]*$",
         description="unique; letters, digits and _ . : @ / -",
+        json_schema_extra={"pattern": NAME_PATTERN},
     ),
+    AfterValidator(_name_text),
 ]
 
 

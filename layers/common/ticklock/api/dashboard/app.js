@@ -6,8 +6,12 @@
 const TOKEN_KEY = "ticklock.token";
 const FINAL = ["success", "failed", "timeout", "lost", "cancelled"];
 const COLOURS = ["success", "failed", "timeout", "lost", "cancelled", "running", "skipped", "missed"];
-const STATES = ["enabled", "paused", "disabled", "failing", "alerting"];
+// a job's states (one at a time) and conditions (on top): the API decides them (domain/states.py)
+const STATES = ["enabled", "paused", "held", "disabled", "done"];
+const CONDITIONS = ["failing", "alerting"];
 let refresh = null; // the current page's refresh timer
+let signedIn = false; // a token was given and accepted: "Log out" is offered
+let soonUntil = 0; // until when the job page refreshes each second (after a trigger, to show its run)
 let generation = 0; // which route() is current: a page drawn for an older one is dropped, its timer dies
 
 // -- DOM --------------------------------------------------------------------------------------------
@@ -105,6 +109,19 @@ async function jobName(id) {
 }
 
 // -- the login form ------------------------------------------------------------------------------------
+// Whether this API takes the page's token (or needs none): /health is open and answers its details only
+// to a caller it accepts, so the page learns it without a refused request.
+async function accepted(token) {
+  const headers = { accept: "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  try {
+    const response = await fetch("/health", { headers });
+    const body = await response.json();
+    return "store" in body;
+  } catch (err) {
+    return true; // no answer: the page's own calls will say what is wrong
+  }
+}
 let loggingIn = false;
 function login(problem) {
   if (loggingIn) return;
@@ -113,15 +130,25 @@ function login(problem) {
   generation += 1; // what was being drawn is dropped: the form stays
   const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "current-password",
     required: true, "aria-describedby": "token-hint" });
-  const form = h("form", { class: "panel login", onsubmit: (event) => {
+  const error = h("p", { class: "form-error", role: "alert" }, problem || "");
+  signedIn = false;
+  document.getElementById("logout").hidden = true;
+  const form = h("form", { class: "panel login", onsubmit: async (event) => {
     event.preventDefault();
-    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    const token = input.value.trim();
+    if (!(await accepted(token))) {
+      error.textContent = "That token was refused.";
+      input.select();
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    signedIn = true;
     loggingIn = false;
     route();
   } },
   h("h1", {}, "Log in"),
   h("p", { class: "muted", id: "token-hint" }, "This ticklock asks for its API token (TICKLOCK_API_TOKEN). It is kept in this tab's session storage only."),
-  problem ? h("p", { class: "form-error", role: "alert" }, problem) : null,
+  error,
   h("div", { class: "field" }, h("label", { for: "token" }, "API token"), input),
   h("div", { class: "actions" }, h("button", { class: "primary", type: "submit" }, "Log in")));
   show(form);
@@ -158,11 +185,12 @@ function ask(title, text, fields = [], confirm = "OK", danger = false) {
 function badge(text, kind) {
   return h("span", { class: `badge ${kind || text}` }, text);
 }
-function jobState(job) {
-  if (job.open_alerts && job.open_alerts.length) return "alerting";
-  if (job.enabled) return job.hold ? "held" : "enabled";
-  return job.disabled_reason ? "disabled" : "paused";
+// the job's state, then each condition, as the API says them
+function stateBadges(job) {
+  return h("span", { class: "states", dataset: { state: job.state } },
+    badge(job.state), (job.conditions || []).map((c) => [" ", badge(c)]));
 }
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 function scheduleWritten(schedule) {
   if (schedule.kind === "cron") return schedule.expr;
   if (schedule.kind === "interval") return `every ${schedule.seconds} s`;
@@ -198,7 +226,7 @@ async function overview() {
   const data = await api("GET", "/overview");
   const cards = h("div", { class: "cards" },
     h("a", { class: "card", href: "#/jobs" }, h("span", { class: "n" }, data.jobs.total), h("span", { class: "label" }, "jobs")),
-    STATES.map((state) => h("a", { class: `card ${["failing", "alerting"].includes(state) && data.jobs[state] ? "bad" : ""}`,
+    [...STATES, ...CONDITIONS].map((state) => h("a", { class: `card ${CONDITIONS.includes(state) && data.jobs[state] ? "bad" : ""}`,
       href: `#/jobs?state=${state}`, dataset: { state } },
     h("span", { class: "n" }, data.jobs[state]), h("span", { class: "label" }, state))));
   const failures = await Promise.all(data.failures.map(async (e) => ({ ...e, name: await jobName(e.job_id) })));
@@ -268,11 +296,16 @@ async function jobs(params) {
   const q = { q: params.get("q"), state: params.get("state"), handler: params.get("handler"),
     outcome: params.get("outcome"), sort: params.get("sort") || "name", limit, after: params.get("after") };
   const page = await api("GET", `/jobs${query(q)}`);
-  const go = (changes) => {
+  // the address holds this page's cursor only (it stays one size, to share or reload); the cursors back to
+  // the first page are kept in the tab's history state
+  const back = (history.state && Array.isArray(history.state.back)) ? history.state.back : [];
+  const go = (changes, stack = []) => {
     const next = new URLSearchParams(params);
+    next.delete("prev"); // an address from before kept every cursor here
     for (const [k, v] of Object.entries(changes)) (v ? next.set(k, v) : next.delete(k));
     if (!("after" in changes)) next.delete("after");
-    location.hash = `#/jobs${next.toString() ? "?" + next : ""}`;
+    history.pushState({ back: stack }, "", `#/jobs${next.toString() ? "?" + next : ""}`);
+    route();
   };
   const search = h("input", { type: "search", id: "search", placeholder: "Search name or handler", value: q.q || "",
     "aria-label": "search jobs by name or handler" });
@@ -319,23 +352,22 @@ async function jobs(params) {
     h("td", { class: "hide-sm" }, h("code", {}, job.handler)),
     h("td", {}, job.schedule_text, h("div", { class: "muted small mono" }, scheduleWritten(job.schedule))),
     h("td", { class: "hide-sm" }, job.schedule.timezone || "UTC"),
-    h("td", {}, job.enabled ? timeEl(job.next_run_at) : "—"),
+    h("td", {}, ["enabled", "held"].includes(job.state) ? timeEl(job.next_run_at) : "—"),
     h("td", {}, job.last_run ? [badge(job.last_run.status), " ", h("span", { class: "small" }, timeEl(job.last_run.at))] : h("span", { class: "muted" }, "never")),
     h("td", { class: "num hide-sm" }, job.last_run ? `${Math.round(job.last_run.success_rate * 100)}%` : "—"),
-    h("td", {}, badge(jobState(job)))));
-  const history = (params.get("prev") || "").split(",").filter(Boolean);
+    h("td", {}, stateBadges(job))));
+  // Previous: the page before, or the first page when the way back is not known (an address shared)
   const pager = h("div", { class: "pager" },
-    h("button", { type: "button", id: "prev", disabled: !params.get("after"), onclick: () => {
-      const back = history.slice(0, -1);
-      go({ after: history[history.length - 1] === "-" ? null : history[history.length - 1], prev: back.join(",") || null });
-    } }, "← Previous"),
+    h("button", { type: "button", id: "prev", disabled: !params.get("after"), onclick: () =>
+      go({ after: back.length ? back[back.length - 1] : null }, back.slice(0, -1)) },
+    back.length || !params.get("after") ? "← Previous" : "← First page"),
     h("button", { type: "button", id: "next", disabled: !page.next, onclick: () =>
-      go({ after: page.next, prev: [...history, params.get("after") || "-"].join(",") }) }, "Next →"));
+      go({ after: page.next }, [...back, params.get("after") || ""]) }, "Next →"));
   showFor(mine,
     h("div", { class: "title-row" }, h("div", {}, h("h1", {}, "Jobs")),
       h("a", { class: "button primary", href: "#/new" }, "New job")),
     h("div", { class: "filters", role: "search" }, search,
-      select("state", "any state", STATES),
+      select("state", "any state", [...STATES, ...CONDITIONS]),
       select("outcome", "any last outcome", ["none", ...FINAL]),
       select("handler", "any handler", handlers.map((x) => x.name))),
     h("div", { class: "bulk", "aria-label": "actions on the selected jobs" }, count, bulkButtons),
@@ -389,17 +421,24 @@ async function job(id) {
       if (err.status !== 401) toast(err.message, true);
     }
   };
-  const state = jobState(j);
   const zoned = upcoming.timezone !== "UTC";
+  // the first fire that will run, from the same list as the table below (the page never contradicts itself)
+  const nextFire = upcoming.fires.find((f) => f.status === "due" || f.status === "running");
+  const pausable = ["enabled", "held"].includes(j.state); // a held job may be paused until resumed instead
+  const resumable = ["paused", "held", "disabled"].includes(j.state);
   const buttons = h("div", { class: "actions" },
-    j.enabled ? h("button", { type: "button", id: "pause", onclick: async () => {
+    resumable ? h("button", { type: "button", id: "resume", onclick: () => act("Resumed", () => api("POST", `${path}/resume`)) },
+      j.state === "held" ? "Resume now" : "Resume") : null,
+    pausable ? h("button", { type: "button", id: "pause", onclick: async () => {
       const v = await ask(`Pause ${j.name}?`, "Its fires are recorded as paused until it is resumed (or until the instant you give).",
         [{ name: "note", label: "Note (why, for whoever looks next)" },
           { name: "until", label: "Until (optional, RFC 3339)", placeholder: "2026-12-24T08:00:00Z" }], "Pause");
       if (v) act("Paused", () => api("POST", `${path}/pause`, { note: v.note || null, until: v.until || null }));
-    } }, "Pause")
-      : h("button", { type: "button", id: "resume", onclick: () => act("Resumed", () => api("POST", `${path}/resume`)) }, "Resume"),
-    h("button", { type: "button", id: "trigger", onclick: () => act("Triggered: it runs within a second", () => api("POST", `${path}/trigger`)) }, "Trigger now"),
+    } }, "Pause") : null,
+    h("button", { type: "button", id: "trigger", onclick: () => {
+      soonUntil = Date.now() + 15000; // refreshed each second until its run shows
+      act("Triggered: a run is due now", () => api("POST", `${path}/trigger`));
+    } }, "Trigger now"),
     h("button", { type: "button", id: "backfill", onclick: () => backfill(j) }, "Backfill…"),
     h("a", { class: "button", id: "edit", href: `#/jobs/${j.id}/edit` }, "Edit"),
     h("button", { type: "button", class: "danger", id: "delete", onclick: async () => {
@@ -419,11 +458,15 @@ async function job(id) {
       const text = `${when(f.at)}: ${f.status === "ran" ? kind : f.status}${f.reason ? ` (${f.reason})` : ""}${f.trigger !== "schedule" ? `, ${f.trigger}` : ""}`;
       return h("span", { class: kind, title: text, role: "listitem", "aria-label": text, dataset: { status: kind } });
     }));
-  const hold = j.hold ? h("p", { class: "small" }, badge(j.hold.kind === "skip" ? "skipping" : "paused", "paused"), " ",
-    j.hold.note ? `“${j.hold.note}” ` : "", j.hold.resumes_at ? `until ${when(j.hold.resumes_at)}` : "until resumed") : null;
+  // what holds the job back, in the words of its state's badge
+  const holding = j.state === "held" && j.hold ? (j.hold.kind === "skip"
+    ? `Held until ${when(j.hold.resumes_at)}: skipping its next ${plural(j.hold.count, "fire", "fires")}.`
+    : `Held until ${when(j.hold.resumes_at)}: paused until then.`)
+    : j.state === "paused" ? "Paused until resumed." : null;
+  const hold = holding ? h("p", { class: "small", id: "hold" }, holding, j.hold && j.hold.note ? ` “${j.hold.note}”` : "") : null;
   const drawn = showFor(mine,
     h("div", { class: "title-row" },
-      h("div", {}, h("h1", {}, j.name, " ", badge(state)),
+      h("div", {}, h("h1", {}, j.name, " ", stateBadges(j)),
         h("p", { class: "muted", id: "words" }, j.schedule_text), hold,
         j.disabled_reason ? h("p", { class: "form-error" }, `Disabled by ticklock: ${j.disabled_reason}`) : null),
       buttons),
@@ -432,19 +475,20 @@ async function job(id) {
         h("dt", {}, "Handler"), h("dd", {}, h("code", {}, j.handler)),
         h("dt", {}, "Schedule"), h("dd", {}, h("code", {}, scheduleWritten(j.schedule))),
         h("dt", {}, "Timezone"), h("dd", {}, j.schedule.timezone || "UTC"),
-        h("dt", {}, "Next fire"), h("dd", {}, j.enabled ? when(j.next_run_at) : "—"),
+        h("dt", {}, "Next fire"), h("dd", { id: "next-fire" }, nextFire ? when(nextFire.starts_at) : "—"),
         h("dt", {}, "Timeout"), h("dd", {}, `${j.timeout} s, ${j.max_retries} retries`),
         h("dt", {}, "Overlap"), h("dd", {}, j.policy.overlap || "skip"),
         h("dt", {}, "Last run"), h("dd", {}, j.last_run ? [badge(j.last_run.status), " ", timeEl(j.last_run.at),
           ` — ${j.last_run.ok} of ${j.last_run.runs} succeeded`] : "never"),
         h("dt", {}, "Payload"), h("dd", {}, h("code", {}, JSON.stringify(j.payload))))),
-      h("section", { class: "panel" }, h("h2", {}, `Next ${upcoming.fires.length} fires`),
+      h("section", { class: "panel" }, h("h2", {}, upcoming.fires.length ? `The next ${plural(upcoming.fires.length, "fire", "fires")}` : "No fire to come"),
         h("div", { class: "table-wrap" }, h("table", { id: "upcoming" },
-          h("thead", {}, h("tr", {}, h("th", {}, "UTC"), zoned ? h("th", {}, upcoming.timezone) : null, h("th", {}, ""))),
-          h("tbody", {}, upcoming.fires.map((f) => h("tr", {}, h("td", { class: "mono" }, when(f.at)),
+          h("thead", {}, h("tr", {}, h("th", {}, "UTC"), zoned ? h("th", {}, upcoming.timezone) : null, h("th", {}, "Status"), h("th", {}, ""))),
+          h("tbody", {}, upcoming.fires.map((f) => h("tr", { dataset: { status: f.status } }, h("td", { class: "mono" }, when(f.at)),
             zoned ? h("td", { class: "mono" }, f.local.replace("T", " ")) : null,
+            h("td", {}, f.status === "due" ? "runs" : badge(f.status), f.trigger !== "schedule" ? ` (${f.trigger})` : ""),
             h("td", {}, f.change ? h("span", { class: "change", title: changeText(f.change) }, f.change.kind === "gap" ? "⤼ clock change" : `↺ ${f.change.pass} pass`) : "")))))))),
-    h("section", { class: "panel" }, h("h2", {}, `The last ${past.length} fires`), strip,
+    h("section", { class: "panel" }, h("h2", {}, `The last ${plural(past.length, "fire", "fires")}`), strip,
       legend(["success", "failed", "timeout", "lost", "cancelled", "skipped", "missed", "paused"])),
     h("div", { class: "grid" },
       h("section", { class: "panel" }, h("h2", {}, "Lag (s)"), lineChart(runs.items, "lag", "lag-chart")),
@@ -458,7 +502,7 @@ async function job(id) {
           h("td", { class: "num" }, e.attempts), h("td", { class: "num" }, seconds(e.duration)),
           h("td", { class: "num hide-sm" }, seconds(e.lag)), h("td", {}, e.error ? h("pre", { class: "error-text" }, e.error) : ""))))))
         : h("p", { class: "muted", id: "no-runs" }, "No run yet.")));
-  if (drawn) again(mine, 5000, () => job(id));
+  if (drawn) again(mine, Date.now() < soonUntil ? 1000 : 5000, () => job(id));
 }
 
 function changeText(change) {
@@ -521,14 +565,15 @@ async function edit(id) {
   const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
   const inputs = {
     name: text("name", current ? current.name : "", { required: true, autocomplete: "off" }),
-    handler: h("select", { id: "f-handler", name: "handler", "aria-describedby": "err-handler" },
+    handler: h("select", { id: "f-handler", name: "handler", "aria-describedby": "err-handler", required: true },
+      current ? null : h("option", { value: "", selected: true, disabled: true }, "Choose a handler"),
       handlers.map((x) => h("option", { value: x.name, selected: current && current.handler === x.name }, x.name))),
     expr: text("schedule.expr", sched.expr || "0 */5 * * * *", { class: "mono", spellcheck: "false" }),
     timezone: text("schedule.timezone", sched.timezone || "UTC", { list: "zones" }),
     seconds: h("input", { type: "number", id: "f-schedule.seconds", min: 1, value: sched.seconds || 60 }),
     at: text("schedule.at", sched.at || isoZ(new Date(Date.now() + 3600 * 1000))),
     payload: h("textarea", { id: "f-payload", name: "payload", spellcheck: "false" }, JSON.stringify(current ? current.payload : {}, null, 2)),
-    timeout: h("input", { type: "number", id: "f-timeout", step: "any", value: current ? current.timeout : 30 }),
+    timeout: h("input", { type: "number", id: "f-timeout", step: "any", value: current ? current.timeout : 60 }),
     max_retries: h("input", { type: "number", id: "f-max_retries", min: 0, value: current ? current.max_retries : 0 }),
     enabled: h("input", { type: "checkbox", id: "f-enabled", checked: current ? current.enabled : true }),
   };
@@ -645,11 +690,23 @@ function changed(current, body) {
 }
 
 // -- the router ------------------------------------------------------------------------------------------------
+let checked = false; // whether this load has asked /health if the token is needed
+let routed = null; // the address last drawn: a history step to the same one draws nothing
 async function route() {
   stopRefresh();
   generation += 1;
   names.clear();
+  routed = location.hash;
   if (loggingIn) return;
+  if (!checked) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const mine = generation;
+    const ok = await accepted(token);
+    if (mine !== generation) return;
+    checked = true;
+    if (!ok) return login(token ? "That token was refused." : null);
+    signedIn = Boolean(token);
+  }
   const [path, search] = (location.hash.slice(1) || "/").split("?");
   const params = new URLSearchParams(search || "");
   const parts = path.split("/").filter(Boolean);
@@ -658,7 +715,7 @@ async function route() {
     link.toggleAttribute("aria-current", link.dataset.nav === page && parts.length <= 1);
     if (link.dataset.nav === page && parts.length <= 1) link.setAttribute("aria-current", "page");
   }
-  document.getElementById("logout").hidden = !sessionStorage.getItem(TOKEN_KEY);
+  document.getElementById("logout").hidden = !signedIn;
   try {
     if (parts[0] === "jobs" && parts[1] && parts[2] === "edit") await edit(decodeURIComponent(parts[1]));
     else if (parts[0] === "jobs" && parts[1]) await job(decodeURIComponent(parts[1]));
@@ -672,10 +729,13 @@ async function route() {
   }
 }
 
-window.addEventListener("hashchange", () => {
+function navigated() {
+  if (location.hash === routed) return; // a pager step fires popstate and hashchange alike
   route();
   main().focus({ preventScroll: true });
-});
+}
+window.addEventListener("hashchange", navigated);
+window.addEventListener("popstate", navigated);
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("logout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);

@@ -158,29 +158,47 @@ def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     items = list(pages(client, "/jobs", params))
     rows = [("ID", "NAME", "HANDLER", "SCHEDULE", "NEXT FIRE", "STATE")]
     rows += [
-        (j["id"][-8:], j["name"], j["handler"], schedule_words(j["schedule"]), _when(j["next_run_at"]), state(j))
+        (j["id"][-8:], j["name"], j["handler"], schedule_words(j["schedule"]), _when(_next_fire(j)), state(j))
         for j in items
     ]
     return items, table(rows) if items else "no jobs"
 
 
+def _next_fire(job: dict[str, Any]) -> str | None:
+    """When a listed job fires next: a paused, disabled or done job keeps a time it will not fire at."""
+    return job["next_run_at"] if job.get("state", "enabled") in ("enabled", "held") else None
+
+
 def _show(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
     job = find(client, args.job)
+    # the fires to come as the engine will run them: the same list as the dashboard's job page
+    coming = client.call("GET", f"/jobs/{job['id']}/upcoming", params={"count": 5})["fires"]
+    first = next((f for f in coming if f["status"] in ("due", "running")), None)
     lines = [
         ("id", job["id"]),
         ("name", job["name"]),
         ("handler", job["handler"]),
         ("schedule", f"{schedule_words(job['schedule'])}  {json.dumps(job['schedule'])}"),
         ("state", state(job)),
-        ("next fire", _when(job["next_run_at"])),
+        ("next fire", _when(first["starts_at"] if first else None)),
         ("timeout", f"{job['timeout']:g} s, retries {job['max_retries']}"),
         ("policy", json.dumps(job["policy"])),
     ]
     if job.get("hold"):
         hold = job["hold"]
-        lines.append(("hold", f"{hold['kind']} until {_when(hold.get('resumes_at'))}: {hold.get('note') or '-'}"))
+        if hold.get("resumes_at") is None:
+            held = "paused until resumed"
+        elif hold["kind"] == "skip":
+            held = f"skipping its next {hold['count']} fires, until {_when(hold['resumes_at'])}"
+        else:
+            held = f"paused until {_when(hold['resumes_at'])}"
+        lines.append(("hold", held + (f": {hold['note']}" if hold.get("note") else "")))
     for alert in job.get("open_alerts") or []:
         lines.append(("alert", f"{alert['condition']} since {_when(alert['raised_at'])}: {alert['detail']}"))
+    for fire in coming:
+        status = "runs" if fire["status"] == "due" else fire["status"]
+        how = "" if fire["trigger"] == "schedule" else f" ({fire['trigger']})"
+        lines.append(("to come", f"{_when(fire['at'])}  {status}{how}"))
     width = max(len(k) for k, _ in lines)
     return job, "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
 

@@ -115,11 +115,10 @@ async function accepted(token) {
   const headers = { accept: "application/json" };
   if (token) headers.authorization = `Bearer ${token}`;
   try {
-    const response = await fetch("/health", { headers });
-    const body = await response.json();
-    return "store" in body;
+    const body = await (await fetch("/health", { headers })).json();
+    return !(body && typeof body.status === "string" && !("store" in body)); // the short answer: refused
   } catch (err) {
-    return true; // no answer: the page's own calls will say what is wrong
+    return true; // no health answer: the page's own calls will say what is wrong
   }
 }
 let loggingIn = false;

@@ -1,8 +1,11 @@
 """The fires a job's page lists as coming (``coming_fires``) are the ones the engine runs: for random
-interval, cron and once jobs (with jitter or not) put through random pauses, holds, skips, resumes and
-triggers at random times, the first fire listed ``due`` (or ``running``) is the one the real store's claim
-hands out next, not a moment before its start; a job that lists none is claimed by nobody. The oracle is
-the engine itself (SQLite store, claim, runner) on a fake clock, checked over several fires in a row."""
+interval, cron and once jobs (with jitter or not, a catch-up window or not, any overlap policy) put
+through random pauses, holds, skips, resumes, triggers and backfills at random times, the first fire
+listed as one the engine takes (due, running or missed) is the one the real store's claim hands out next,
+not a moment before its start, however late the engine gets to it; while claimed it is listed as
+running; when the engine is on time the fire it takes after it is the second listed; no fire listed as
+kept back (held, skipped, paused) is ever claimed; a job that lists none is claimed by nobody. The oracle
+is the engine itself (SQLite store, claim, runner) on a fake clock, checked over several fires in a row."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from hypothesis import strategies as st
 from tests.support.engine import Engine, T
 from tests.support.factories import make_job
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.domain.jobs import Fire, Policy
+from ticklock.domain.jobs import Fire, Policy, Trigger
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.domain.upcoming import Coming, coming_fires
@@ -38,12 +41,13 @@ SCHEDULES = st.one_of(
 ACTIONS = st.lists(
     st.tuples(
         st.integers(0, 400),  # seconds the clock moves before the action
-        st.sampled_from(["pause", "pause_until", "skip", "resume", "trigger", "nothing"]),
+        st.sampled_from(["pause", "pause_until", "skip", "resume", "trigger", "backfill", "nothing"]),
         st.integers(1, 7200),  # the hold's length in seconds, or the skip's count (mod 5, + 1)
     ),
     max_size=6,
 )
 EARLY = timedelta(milliseconds=1)
+TAKEN = (Coming.DUE, Coming.RUNNING, Coming.MISSED)  # the fires a claim takes (a missed one is recorded)
 
 
 def _act(service: JobService, engine: Engine, job_id: str, action: str, n: int) -> None:
@@ -59,14 +63,25 @@ def _act(service: JobService, engine: Engine, job_id: str, action: str, n: int) 
             service.resume(job_id)
         elif action == "trigger":
             service.trigger(job_id)
+        elif action == "backfill":
+            service.backfill(job_id, start=now - timedelta(seconds=n % 120 + 1), end=now)
     except (ConflictError, InvalidJob):
         pass  # refused (a one-shot cannot be held, a paused job skipped): the job is as it was
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(schedule=SCHEDULES, jitter=st.sampled_from([0.0, 0.0, 5.0]), actions=ACTIONS, data=st.data())
+POLICIES = st.builds(
+    Policy,
+    catchup_window=st.sampled_from([None, None, 60.0, 3600.0]),
+    overlap=st.sampled_from(["skip", "skip", "buffer_one", "buffer_all", "cancel_other"]),
+    max_jitter=st.sampled_from([0.0, 0.0, 5.0]),
+)
+LATE = st.sampled_from([0.0, 0.0, 0.0, 0.4, 30.0, 7200.0])  # seconds the engine takes the fire after its start
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedule=SCHEDULES, policy=POLICIES, actions=ACTIONS, data=st.data())
 def test_the_first_fire_listed_due_is_the_one_the_engine_claims(
-    schedule: Schedule, jitter: float, actions: list[tuple[int, str, int]], data: Any
+    schedule: Schedule, policy: Policy, actions: list[tuple[int, str, int]], data: Any
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "store.db")
@@ -74,7 +89,7 @@ def test_the_first_fire_listed_due_is_the_one_the_engine_claims(
         try:
             service = JobService(store, engine.registry, engine.clock)
             created = make_job(schedule=schedule, next_run_at=schedule.first_after(T), created_at=T, timeout=60)
-            job = store.add_job(created.with_changes(policy=Policy(max_jitter=jitter)))
+            job = store.add_job(created.with_changes(policy=policy))
             for wait, action, n in actions:
                 engine.clock.advance(wait)
                 _act(service, engine, job.id, action, n)
@@ -88,14 +103,14 @@ def test_the_first_fire_listed_due_is_the_one_the_engine_claims(
 
 
 def _next_is_claimed(engine: Engine, job_id: str, data: Any, kept_back: set[tuple[datetime, str]]) -> bool:
-    """Check the first fire listed as coming against the claim, and that no fire listed as kept back (held,
-    skipped, paused) is ever claimed; run it; False when none is listed."""
+    """Check the first fire listed as one the engine takes against the claim (and, when on time, the one
+    after it), and that no fire listed as kept back is ever claimed; run it; False when none is listed."""
     now = engine.clock.now()
     job = engine.store.get_job(job_id)
     listed = coming_fires(job, now, 10)
-    kept_back |= {(f.slot.at, f.trigger.value) for f in listed if f.status not in (Coming.DUE, Coming.RUNNING)}
+    kept_back |= {(f.slot.at, f.trigger.value) for f in listed if f.status not in TAKEN}
     assert [f.starts_at for f in listed] == sorted(f.starts_at for f in listed)
-    coming = [f for f in listed if f.status in (Coming.DUE, Coming.RUNNING)]
+    coming = [f for f in listed if f.status in TAKEN]
     if not coming:
         engine.clock.advance(3 * 86_400)
         assert _claim(engine, job_id) is None, (job, listed)
@@ -105,12 +120,30 @@ def _next_is_claimed(engine: Engine, job_id: str, data: Any, kept_back: set[tupl
         _move_to(engine, first.starts_at - EARLY)
         assert _claim(engine, job_id) is None, (job, first)
     _move_to(engine, max(first.starts_at, engine.clock.now()))
-    engine.clock.advance(data.draw(st.sampled_from([0.0, 0.0, 0.4, 30.0]), label="seconds late"))
+    late = data.draw(LATE, label="seconds late")
+    engine.clock.advance(late)
     fire = _claim(engine, job_id)
     assert fire is not None, (job, first)
+    if first.trigger is Trigger.BACKFILL and fire.trigger is Trigger.SCHEDULE:
+        # a backfill fills the time no scheduled fire is due: taken late, a scheduled fire listed as due by
+        # then goes first (Fire.of)
+        due_by_then = [f for f in coming if f.trigger is Trigger.SCHEDULE and f.starts_at <= engine.clock.now()]
+        assert late and due_by_then and (fire.scheduled_at, fire.trigger) == (due_by_then[0].slot.at, Trigger.SCHEDULE)
+        first = due_by_then[0]
     assert (fire.scheduled_at, fire.trigger) == (first.slot.at, first.trigger), (job, listed)
     assert (fire.scheduled_at, fire.trigger.value) not in kept_back, (job, listed)
+    claimed = coming_fires(engine.store.get_job(job_id), engine.clock.now(), 10)
+    [running] = [f for f in claimed if (f.slot.at, f.trigger) == (fire.scheduled_at, fire.trigger)]
+    assert running.status is Coming.RUNNING, claimed
     engine.runner().run(fire)
+    ran = engine.store.execution_for(job_id, fire.trigger, fire.scheduled_at) is not None
+    if first.status is Coming.MISSED:  # past its catch-up window when listed: recorded, never run
+        assert not ran, (job, first)
+    elif late == 0:
+        assert ran, (job, first)
+    then = [f for f in coming_fires(engine.store.get_job(job_id), engine.clock.now(), 10) if f.status in TAKEN]
+    if late == 0 and len(coming) > 1 and then:  # taken at its start (or now): the second comes next
+        assert (then[0].slot.at, then[0].trigger) == (coming[1].slot.at, coming[1].trigger), (job, coming, then)
     return True
 
 

@@ -411,6 +411,9 @@ class JobOut(BaseModel):
     @staticmethod
     def fields(job: Job, now: datetime) -> dict[str, Any]:
         """The job as this model's fields at ``now``, to validate many at once (a page) in one call."""
+        state = job_state(job, now)
+        # the hold shown is the one its state names: a paused job's pause, a held job's hold, no other
+        hold = job.hold if state in (JobState.PAUSED, JobState.HELD) else None
         return {
             "id": job.id,
             "name": job.name,
@@ -421,14 +424,14 @@ class JobOut(BaseModel):
             "timeout": job.timeout,
             "max_retries": job.max_retries,
             "enabled": job.enabled,
-            "state": job_state(job, now),
+            "state": state,
             "conditions": job_conditions(job),
             "next_run_at": job.next_run_at,
             "trigger_pending_at": job.trigger_at,
             "running": job.lease is not None and job.lease.until > now,
             "disabled_reason": job.disabled_reason,
             "policy": job.policy.to_dict(),
-            "hold": None if (hold := job.active_hold) is None else hold.to_dict(),
+            "hold": None if hold is None else hold.to_dict(),
             "alerts": None if job.alerts is None else job.alerts.to_dict(),
             "backfill": None if job.backfill is None else job.backfill.to_dict(),
             "open_alerts": AlertOut.all_of(job),
@@ -500,10 +503,11 @@ class ComingFireOut(FireOut):
         description="schedule: a slot of its schedule; manual: a pending trigger; backfill: a backfill's next slot"
     )
     starts_at: datetime = Field(description="when it starts: its slot plus its jitter")
-    status: Literal["due", "running", "paused", "held", "skipped"] = Field(
-        description="due: it runs at its time; running: its run has started; paused: the job is paused (it "
-        "runs only if resumed by then); held: a pause until an instant keeps it back; skipped: a skip of the "
-        "next fires keeps it back"
+    status: Literal["due", "running", "missed", "paused", "held", "skipped"] = Field(
+        description="due: it runs at its time; running: its run has started; missed: it is later than the "
+        "job's catch-up window (it will be recorded, not run); paused: the job is paused (it runs only if "
+        "resumed by then); held: a pause until an instant keeps it back; skipped: a skip of the next fires "
+        "keeps it back"
     )
 
     @staticmethod

@@ -153,8 +153,8 @@ def _ls(client: ApiClient, args: argparse.Namespace) -> tuple[Any, str]:
         params["q"] = args.search
     if args.state:
         params["state"] = args.state
-    if args.enabled is not None:
-        params["enabled"] = "true" if args.enabled else "false"
+    if args.enabled is not None and not args.state:  # the states of the same names, as the help says
+        params["state"] = "enabled" if args.enabled else "paused"
     items = list(pages(client, "/jobs", params))
     rows = [("ID", "NAME", "HANDLER", "SCHEDULE", "NEXT FIRE", "STATE")]
     rows += [

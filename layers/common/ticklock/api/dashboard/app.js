@@ -11,7 +11,7 @@ const STATES = ["enabled", "paused", "held", "disabled", "done"];
 const CONDITIONS = ["failing", "alerting"];
 let refresh = null; // the current page's refresh timer
 let signedIn = false; // a token was given and accepted: "Log out" is offered
-let soonUntil = 0; // until when the job page refreshes each second (after a trigger, to show its run)
+let soon = { id: null, until: 0 }; // a job page refreshed each second until then (a trigger's run shows)
 let generation = 0; // which route() is current: a page drawn for an older one is dropped, its timer dies
 
 // -- DOM --------------------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ async function job(id) {
       if (v) act("Paused", () => api("POST", `${path}/pause`, { note: v.note || null, until: v.until || null }));
     } }, "Pause") : null,
     h("button", { type: "button", id: "trigger", onclick: () => {
-      soonUntil = Date.now() + 15000; // refreshed each second until its run shows
+      soon = { id: j.id, until: Date.now() + 15000 };
       act("Triggered: a run is due now", () => api("POST", `${path}/trigger`));
     } }, "Trigger now"),
     h("button", { type: "button", id: "backfill", onclick: () => backfill(j) }, "Backfill…"),
@@ -501,7 +501,7 @@ async function job(id) {
           h("td", { class: "num" }, e.attempts), h("td", { class: "num" }, seconds(e.duration)),
           h("td", { class: "num hide-sm" }, seconds(e.lag)), h("td", {}, e.error ? h("pre", { class: "error-text" }, e.error) : ""))))))
         : h("p", { class: "muted", id: "no-runs" }, "No run yet.")));
-  if (drawn) again(mine, Date.now() < soonUntil ? 1000 : 5000, () => job(id));
+  if (drawn) again(mine, soon.id === j.id && Date.now() < soon.until ? 1000 : 5000, () => job(id));
 }
 
 function changeText(change) {
@@ -729,7 +729,7 @@ async function route() {
 }
 
 function navigated() {
-  if (location.hash === routed) return; // a pager step fires popstate and hashchange alike
+  if (location.hash === routed) return; // a step back or forward fires popstate and hashchange alike
   route();
   main().focus({ preventScroll: true });
 }

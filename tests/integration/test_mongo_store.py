@@ -14,7 +14,7 @@ from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStart
 from tests.support.factories import T0, make_execution, make_job
 from ticklock.adapters.records import JOB_FIELDS
 from ticklock.adapters.store.mongo import MongoStore, shared_client
-from ticklock.domain.jobs import ExecutionStatus, Fire, RunSummary
+from ticklock.domain.jobs import ExecutionStatus, Fire, Hold, HoldKind, RunSummary
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import JOB_SORTS, Completion, JobQuery
 
@@ -177,7 +177,7 @@ def test_documents_with_their_nulls_written_out_and_without_them_list_count_and_
 def test_a_store_creates_its_indexes_once_and_a_process_on_a_store_set_up_writes_none(
     uri: str, request: pytest.FixtureRequest
 ) -> None:
-    """The first store on a new database creates its fifteen indexes; each one after (every Lambda cold
+    """The first store on a new database creates its sixteen indexes; each one after (every Lambda cold
     start) lists them and creates none: FerretDB 1.24 on SQLite wedged for good when ``createIndexes`` met
     the updates of a burst (``MongoConnection._ensure_indexes``). An index missing is created again."""
     address: str = request.getfixturevalue(uri)
@@ -186,7 +186,7 @@ def test_a_store_creates_its_indexes_once_and_a_process_on_a_store_set_up_writes
     client = shared_client(address, listeners=[commands])
     try:
         MongoStore(address, database=database, client=client)
-        assert len(_indexes_created(commands)) == 15 and len(set(_indexes_created(commands))) == 15
+        assert len(_indexes_created(commands)) == 16 and len(set(_indexes_created(commands))) == 16
         db = client[database]
         assert {i["name"] for i in db["executions"].list_indexes()} >= {"fire_unique", "by_job", "by_time"}
         assert next(i for i in db["jobs"].list_indexes() if i["name"] == "name_unique").get("unique") is True
@@ -213,3 +213,24 @@ def _indexes_created(commands: _Commands) -> list[tuple[str, str]]:
             assert isinstance(indexes, list)
             created += [(str(collection), str(index["name"])) for index in indexes]
     return created
+
+
+def test_jobs_held_before_hold_until_was_written_are_held_once_the_store_opens(ferretdb_pg_uri: str) -> None:
+    """A job held by a release that wrote no ``hold_until`` gets it from its hold when a store of this
+    release first opens the database (as its index is made), so the filters and counts say held."""
+    database = f"h{uuid.uuid4().hex[:10]}"
+    try:
+        first = MongoStore(ferretdb_pg_uri, database=database)
+        ends = T0 + timedelta(hours=2)
+        hold = Hold(HoldKind.PAUSE, T0, skipped_from=T0, resumes_at=ends)
+        job = first.add_job(make_job(next_run_at=ends).with_changes(hold=hold))
+        other = first.add_job(make_job())
+        first.jobs.update_one({"_id": job.id}, {"$unset": {"hold_until": ""}})  # as the older release wrote it
+        first.jobs.drop_index("held")
+        assert [j.id for j in first.find_jobs(JobQuery(state="held", at=T0), limit=10)] == []
+        again = MongoStore(ferretdb_pg_uri, database=database)
+        assert [j.id for j in again.find_jobs(JobQuery(state="held", at=T0), limit=10)] == [job.id]
+        assert [j.id for j in again.find_jobs(JobQuery(state="enabled", at=T0), limit=10)] == [other.id]
+        assert again.count_jobs(T0)["held"] == 1
+    finally:
+        shared_client(ferretdb_pg_uri).drop_database(database)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,6 +12,7 @@ from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from ticklock.adapters.store.mongo.client import Doc, T, shared_client
+from ticklock.clock import to_ms
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 
 CLAIM_MARKS_KEPT = timedelta(minutes=5)
@@ -58,6 +59,7 @@ class Connection:
             (self.jobs, [("handler", ASCENDING), ("_id", ASCENDING)], False, "handler"),
             (self.jobs, [("next_run_at", ASCENDING), ("_id", ASCENDING)], False, "by_next"),  # the jobs table
             (self.jobs, [("last_at", ASCENDING), ("_id", ASCENDING)], False, "by_last"),
+            (self.jobs, [("hold_until", ASCENDING)], False, "held"),  # after ``_fill_hold_until``
             (self.executions, [("fire_key", ASCENDING)], True, "fire_unique"),
             (
                 self.executions,
@@ -78,11 +80,23 @@ class Connection:
             if collection.name not in present:
                 present[collection.name] = {index["name"] for index in collection.list_indexes()}
             if name not in present[collection.name]:
+                if name == "held":
+                    self._fill_hold_until()
                 # create_index is idempotent: processes starting together on a new store may all run it
                 if unique:
                     collection.create_index(keys, name=name, unique=True)
                 else:
                     collection.create_index(keys, name=name)
+
+    def _fill_hold_until(self) -> None:
+        """Jobs held before ``hold_until`` was written get it from their hold: once, when its index is made
+        (a store set up since has both from the start). A replica of an older release, during a rolling
+        deploy, writes holds without it: those jobs count and filter as enabled until they next change."""
+        for doc in self.jobs.find({"hold": {"$ne": None}, "hold_until": None}, {"hold": 1}):
+            resumes = (doc.get("hold") or {}).get("resumes_at")
+            if resumes:
+                until = to_ms(datetime.fromisoformat(resumes))
+                self.jobs.update_one({"_id": doc["_id"], "hold_until": None}, {"$set": {"hold_until": until}})
 
     def _call(self, func: Callable[[], T]) -> T:
         try:

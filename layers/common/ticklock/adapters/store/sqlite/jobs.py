@@ -161,7 +161,8 @@ class Jobs(Connection):
         jobs: list[Job] = []
         none_have_one = column == "next_run_at" and query.state in _NOT_ENABLED
         if (query.after is None or value is not None) and not none_have_one:
-            cursor = [f"({column} {beyond} :value OR ({column} = :value AND id {beyond} :last_id))"] if value is not None else []
+            after = f"({column} {beyond} :value OR ({column} = :value AND id {beyond} :last_id))"
+            cursor = [after] if value is not None else []
             jobs = self._page([*clauses, _HAS_VALUE[column], *cursor], args, f"{column} {way}, id {way}", limit)
         if len(jobs) < limit:
             cursor = [f"id {beyond} :last_id"] if query.after is not None and value is None else []

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from ticklock.domain.jobs import Policy
+from ticklock.ports import JobQuery
 
 # the jobs table as schema version 1 created it (ticklock before issue 10)
 V1_JOBS = """
@@ -53,11 +54,46 @@ def test_a_version_1_file_is_migrated_and_its_jobs_still_read(tmp_path: Path) ->
     finally:
         store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6  # 6: one index a fire
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7  # 7: the states' indexes
     tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "executions", "ledger"} <= tables
     check.close()
     SQLiteStore(path).close()  # opening a migrated file again changes nothing
+    counted = SQLiteStore(path)
+    assert counted.count_jobs(datetime.now(UTC))["total"] == 1  # counted once when the counter was made
+    counted.close()
+
+
+def test_a_file_without_the_counter_counts_its_jobs_once_and_every_writer_keeps_it(tmp_path: Path) -> None:
+    """A file of schema 7's first version (unreleased, no jobs_counts) gains the counts, filled from its jobs;
+    from then on the file keeps them on every insert, delete and change of state, whoever writes it."""
+    from tests.support.factories import make_job
+
+    path = tmp_path / "first7.db"
+    store = SQLiteStore(path)
+    store.add_jobs([make_job() for _ in range(5)])
+    store.close()
+    raw = sqlite3.connect(path)
+    raw.executescript(
+        "DROP TRIGGER jobs_added; DROP TRIGGER jobs_deleted; DROP TRIGGER jobs_restated; DROP TABLE jobs_counts;"
+    )
+    raw.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.count_jobs(datetime.now(UTC))["total"] == 5
+        store.add_job(make_job())
+        store.delete_job(store.find_jobs(JobQuery(sort="id"), limit=1)[0].id)
+        other = sqlite3.connect(path)  # another process, in SQL
+        other.execute("DELETE FROM jobs WHERE id = (SELECT MIN(id) FROM jobs)")
+        other.commit()
+        other.close()
+        assert store.count_jobs(datetime.now(UTC))["total"] == 4
+    finally:
+        store.close()
+    SQLiteStore(path).close()  # opened again: counted as it was, not again
+    check = sqlite3.connect(path)
+    assert check.execute("SELECT state, n FROM jobs_counts WHERE n > 0").fetchall() == [("total", 4)]
+    check.close()
 
 
 V3_EXECUTIONS = """

@@ -12,13 +12,15 @@ from ticklock.adapters.store.sqlite.executions import Executions
 from ticklock.adapters.store.sqlite.fires import Fires
 from ticklock.adapters.store.sqlite.jobs import Jobs
 from ticklock.adapters.store.sqlite.ledger import Ledger
+from ticklock.adapters.store.sqlite.listing import Listing
 from ticklock.adapters.store.sqlite.rows import from_us, us
 from ticklock.adapters.store.sqlite.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "from_us", "us"]
 
 
-class SQLiteStore(Jobs, Fires, Executions, Ledger):
+class SQLiteStore(Jobs, Listing, Fires, Executions, Ledger):
     """The ``Store`` port on one SQLite file: connection.py (the file, transactions, readers), jobs.py,
-    fires.py (claims, executions' start and finish, advances), executions.py (reads, pruning), ledger.py
-    (the fires that did not run), over schema.py and rows.py."""
+    listing.py (the jobs table's pages and counts), fires.py (claims, executions' start and finish,
+    advances), executions.py (reads, pruning), ledger.py (the fires that did not run), over schema.py and
+    rows.py."""

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 from ticklock.adapters.store.sqlite.schema import (
     ADDED_COLUMNS,
     BACKFILLS,
+    COUNTER,
     INDEXES,
     REBUILT,
     SCHEMA_VERSION,
@@ -133,6 +134,9 @@ class Connection:
             self._rebuild_if_constrained(*REBUILT)
             for statement in INDEXES:
                 self._conn.execute(statement)
+            if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs_counts'").fetchone():
+                for statement in COUNTER:
+                    self._conn.execute(statement)
             for target, statements in BACKFILLS.items():
                 if 0 < version < target:  # a file written before: a new one has nothing to fill
                     for statement in statements:

@@ -1,47 +1,17 @@
-"""Jobs: add, read, list, change and delete them."""
+"""Jobs: add, read, list by id (the engine's sweeps), change and delete them; listing.py is the jobs table."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from ticklock.adapters.records import open_alerts_text
 from ticklock.adapters.store.sqlite.connection import Connection
-from ticklock.adapters.store.sqlite.rows import (
-    DEFINITION_COLUMNS,
-    job_from_row,
-    job_row,
-    job_values,
-    us,
-    utc_now,
-)
+from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
-from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
-from ticklock.domain.states import JOB_FILTERS
+from ticklock.domain.jobs import Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
-from ticklock.ports import JOB_SORTS, JOB_TIME_SORTS, JobQuery
-
-_FAILING = f"last_status IN ({', '.join(repr(s.value) for s in FAILED_STATUSES)})"
-# each state and condition as a condition on the row (``domain.states``; the counts and the filter share
-# them): ``:now`` is the instant a timed hold's end is compared with
-STATES = {
-    "enabled": "enabled = 1 AND (hold_until IS NULL OR hold_until <= :now)",
-    "paused": "enabled = 0 AND disabled_reason IS NULL AND next_run_at IS NOT NULL",
-    "held": "enabled = 1 AND hold_until > :now",
-    "disabled": "enabled = 0 AND disabled_reason IS NOT NULL",
-    "done": "enabled = 0 AND disabled_reason IS NULL AND next_run_at IS NULL",
-    "failing": _FAILING,
-    "alerting": "open_alerts IS NOT NULL",
-}
-assert tuple(STATES) == JOB_FILTERS
-# the filters no enabled job meets: a listing by next fire has nothing to look for among the enabled
-_NOT_ENABLED = ("paused", "disabled", "done")
-# by next fire only enabled jobs have a value (a paused job keeps a next_run_at it will not fire at)
-_HAS_VALUE = {"next_run_at": "enabled = 1 AND next_run_at IS NOT NULL", "last_at": "last_at IS NOT NULL"}
-_NO_VALUE = {"next_run_at": "(enabled = 0 OR next_run_at IS NULL)", "last_at": "last_at IS NULL"}
-
 
 _INSERT_NEW = f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS}) ON CONFLICT (name) DO NOTHING"
 
@@ -120,66 +90,6 @@ class Jobs(Connection):
         sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?"
         rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [job_from_row(r) for r in rows]
-
-    def find_jobs(self, query: JobQuery, *, limit: int) -> list[Job]:
-        clauses: list[str] = []
-        args: dict[str, Any] = {"now": us(query.at or utc_now())}
-        if query.search:
-            clauses.append("(instr(lower(name), :search) > 0 OR instr(lower(handler), :search) > 0)")
-            args["search"] = query.search.lower()
-        if query.handler is not None:
-            clauses.append("handler = :handler")
-            args["handler"] = query.handler
-        if query.enabled is not None:
-            clauses.append("enabled = :enabled")
-            args["enabled"] = int(query.enabled)
-        if query.state is not None:
-            clauses.append(STATES[query.state])
-        if query.outcome == "none":
-            clauses.append("last_status IS NULL")
-        elif query.outcome is not None:
-            clauses.append("last_status = :outcome")
-            args["outcome"] = query.outcome
-        if query.sort not in JOB_SORTS:
-            raise ValueError(f"unknown sort {query.sort!r}")
-        if query.sort in JOB_TIME_SORTS:
-            return self._by_time(query, clauses, args, limit)
-        column, way = query.sort, "DESC" if query.descending else "ASC"
-        if query.after is not None:
-            beyond = "<" if query.descending else ">"
-            clauses.append(f"({column} {beyond} :value OR ({column} = :value AND id {beyond} :last_id))")
-            args["value"], args["last_id"] = query.after
-        return self._page(clauses, args, f"{column} {way}, id {way}", limit)
-
-    def _by_time(self, query: JobQuery, clauses: list[str], args: dict[str, Any], limit: int) -> list[Job]:
-        """A page by a time some jobs lack: those with a value in its order, then those without by id. The
-        cursor's value says which part it is in (None: the second); each part is one range of an index."""
-        column, way = query.sort, "DESC" if query.descending else "ASC"
-        beyond = "<" if query.descending else ">"
-        value, last_id = query.after if query.after is not None else (None, None)
-        args = {**args, "value": None if value is None else us(value), "last_id": last_id}
-        jobs: list[Job] = []
-        none_have_one = column == "next_run_at" and query.state in _NOT_ENABLED
-        if (query.after is None or value is not None) and not none_have_one:
-            after = f"({column} {beyond} :value OR ({column} = :value AND id {beyond} :last_id))"
-            cursor = [after] if value is not None else []
-            jobs = self._page([*clauses, _HAS_VALUE[column], *cursor], args, f"{column} {way}, id {way}", limit)
-        if len(jobs) < limit:
-            cursor = [f"id {beyond} :last_id"] if query.after is not None and value is None else []
-            jobs += self._page([*clauses, _NO_VALUE[column], *cursor], args, f"id {way}", limit - len(jobs))
-        return jobs
-
-    def _page(self, clauses: list[str], args: dict[str, Any], order: str, limit: int) -> list[Job]:
-        where = " AND ".join(clauses) or "1=1"
-        sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY {order} LIMIT :limit"
-        rows = self._read(lambda c: c.execute(sql, {**args, "limit": limit}).fetchall())
-        return [job_from_row(r) for r in rows]
-
-    def count_jobs(self, now: datetime) -> dict[str, int]:
-        sums = ", ".join(f"COALESCE(SUM({condition}), 0)" for condition in STATES.values())
-        sql = f"SELECT COUNT(*), {sums} FROM jobs"
-        row = self._read(lambda c: c.execute(sql, {"now": us(now)}).fetchone())
-        return {"total": row[0], **dict(zip(STATES, row[1:], strict=True))}
 
     def update_job(self, job: Job, *, expected_version: int) -> Job:
         try:

@@ -1,4 +1,14 @@
-"""The SQLite file's tables and indexes, and its schema version."""
+"""The SQLite file's tables and indexes, and its schema version.
+
+The jobs table's state filters and counts (``Store.find_jobs``, ``Store.count_jobs``) read what grows with
+the jobs in that state, not with the jobs stored. A job not enabled is paused, disabled or done: three
+partial indexes over those jobs alone lead by ``STOPPED`` (which of the three), one per order, so that each
+of those states is one range of an index in any order; triggers keep their counts and the total
+(``COUNTER``). Failing, alerting and held jobs (a condition, an alert raised, a hold whose end is ahead of
+the time asked about) have an index per order over them alone, and are counted from one. Enabled jobs are
+most: a sort's own index finds a page of them, and their count is what the others leave of the total. The
+fire path's UPDATE of a job meets these as partial indexes (and a trigger's WHEN) it is not in.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +18,43 @@ from ticklock.adapters.records import EXECUTION_FIELDS, LEDGER_FIELDS
 # .alerts and .open_alerts; 5: the runs' summary (jobs.last_status, .last_at, .runs, .runs_ok) and the jobs
 # table's sort indexes; 6: a fire's execution unique by its columns (job_id, scheduled_at, trigger), one index
 # that also lists a job's executions, where a UNIQUE fire_key and executions_job were two (``FIRE_UNIQUE``);
-# 7: jobs.hold_until (a timed hold's end, for the ``held`` state) and the next-fire sort over enabled jobs only
+# 7: jobs.hold_until (a timed hold's end, for the ``held`` state), the next-fire sort over enabled jobs only,
+# and the indexes and the counter the state filters and counts read
 SCHEMA_VERSION = 7
 # Each fire's execution INSERT puts an entry in every index of the table, and an index led by the job's id
 # takes it at a page of its own: one index serves both a fire's uniqueness (its columns are what
 # ``fire_key`` is made of) and a job's listing (ties on the slot, a rare manual fire at a scheduled
 # instant, sorted by id in a step of SQLite's own).
 FIRE_UNIQUE = "job_id, scheduled_at DESC, trigger"
+
+
+def _stopped(row: str = "") -> str:
+    """Which state a job not enabled is in (``domain.states``), of ``row`` (a trigger's OLD or NEW)."""
+    of = f"{row}." if row else ""
+    done = f"WHEN {of}next_run_at IS NULL THEN 'done'"
+    return f"CASE WHEN {of}disabled_reason IS NOT NULL THEN 'disabled' {done} ELSE 'paused' END"
+
+
+# the leading key of the indexes over the jobs not enabled, and what their counts are kept by
+STOPPED = _stopped()
+# ``FAILED_STATUSES``, as the indexes over failing jobs are made with it (a query's condition must read the
+# same). Not ``IN (...)``: each UPDATE of a job's last run built that list's table again for each such index.
+FAILING = "(last_status = 'failed' OR last_status = 'timeout' OR last_status = 'lost')"
+# the next fire as a listing sorts by it: only an enabled job has one
+NEXT_FIRE = "(CASE WHEN enabled = 1 THEN next_run_at END)"
+
+
+def _ordered(name: str, lead: str, where: str, *, next_fire: bool = True, by_id: str = "id") -> list[str]:
+    """The partial indexes over the jobs ``where`` holds, one for each order of a listing (``lead``, the
+    columns each starts with): ``{name}_id``, ``{name}_name``, ``{name}_next``, ``{name}_last``."""
+    keys = {"_id": by_id, "_name": "name", "_next": f"{NEXT_FIRE}, id" if next_fire else None, "_last": "last_at, id"}
+    return [
+        f"CREATE INDEX IF NOT EXISTS {name}{suffix} ON jobs ({lead}{columns}) WHERE {where}"
+        for suffix, columns in keys.items()
+        if columns is not None
+    ]
+
+
 EXECUTIONS = """
     CREATE TABLE IF NOT EXISTS {name} (
         id TEXT PRIMARY KEY,
@@ -76,8 +116,19 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS jobs_next_fire ON jobs (next_run_at, id) WHERE enabled = 1",
     "CREATE INDEX IF NOT EXISTS jobs_no_fire ON jobs (id) WHERE (enabled = 0 OR next_run_at IS NULL)",
     "CREATE INDEX IF NOT EXISTS jobs_last ON jobs (last_at, id)",
-    "CREATE INDEX IF NOT EXISTS jobs_held ON jobs (hold_until) WHERE hold_until IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS jobs_failing ON jobs (name) WHERE last_status IN ('failed', 'timeout', 'lost')",
+    # the state filters and counts (the module's docstring), an index for each order by id, name, next fire
+    # and last run: the jobs not enabled, led by which of paused, disabled and done they are
+    *_ordered("jobs_stopped", f"{STOPPED}, ", "enabled = 0", next_fire=False),
+    *_ordered("jobs_failing", "", FAILING),
+    *_ordered("jobs_raised", "", "open_alerts IS NOT NULL"),
+    # the jobs with a timed hold (held, or just past its end), by id with the hold's end: counted from it
+    *_ordered("jobs_holding", "", "hold_until IS NOT NULL", by_id="id, hold_until, enabled"),
+    # schema 7's first (unreleased) index of held jobs, which jobs_holding_id replaces; schema 5's of failing
+    # jobs, which jobs_failing_name does (made with IN: ``FAILING``)
+    "DROP INDEX IF EXISTS jobs_held",
+    "DROP INDEX IF EXISTS jobs_failing",
+    # an enabled job without a next fire: none, as a rule (the end of a listing of enabled jobs by next fire)
+    "CREATE INDEX IF NOT EXISTS jobs_unscheduled ON jobs (id) WHERE enabled = 1 AND next_run_at IS NULL",
     EXECUTIONS.format(name="executions"),
     # one execution a fire (job, slot, trigger: what ``fire_key`` spells), and a job's executions newest first
     f"CREATE UNIQUE INDEX IF NOT EXISTS executions_fire ON executions ({FIRE_UNIQUE})",
@@ -104,6 +155,26 @@ SCHEMA = [
 ]
 TABLES = [s for s in SCHEMA if s.lstrip().startswith("CREATE TABLE")]
 INDEXES = [s for s in SCHEMA if s not in TABLES]
+# How many jobs there are, and how many are paused, disabled or done, kept by the file itself whoever writes
+# (an UPDATE of a job that is and stays enabled, the fire path's, meets the trigger's WHEN only). Made and
+# counted once, when the file lacks the table (in the migration's transaction: no write comes between).
+COUNTER = [
+    "CREATE TABLE jobs_counts (state TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    "INSERT INTO jobs_counts VALUES ('total', (SELECT COUNT(*) FROM jobs))",
+    f"""INSERT INTO jobs_counts SELECT column1, (SELECT COUNT(*) FROM jobs WHERE enabled = 0 AND {STOPPED} = column1)
+        FROM (VALUES ('paused'), ('disabled'), ('done'))""",
+    f"""CREATE TRIGGER jobs_added AFTER INSERT ON jobs BEGIN
+        UPDATE jobs_counts SET n = n + 1 WHERE state = 'total' OR (NEW.enabled = 0 AND state = {_stopped("NEW")});
+    END""",
+    f"""CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs BEGIN
+        UPDATE jobs_counts SET n = n - 1 WHERE state = 'total' OR (OLD.enabled = 0 AND state = {_stopped("OLD")});
+    END""",
+    f"""CREATE TRIGGER jobs_restated AFTER UPDATE OF enabled, disabled_reason, next_run_at ON jobs
+        WHEN OLD.enabled = 0 OR NEW.enabled = 0 BEGIN
+        UPDATE jobs_counts SET n = n - 1 WHERE OLD.enabled = 0 AND state = {_stopped("OLD")};
+        UPDATE jobs_counts SET n = n + 1 WHERE NEW.enabled = 0 AND state = {_stopped("NEW")};
+    END""",
+]
 # the columns added since the first schema, by version: a file written before one gains it when opened
 ADDED_COLUMNS = [
     ("jobs", "disabled_reason", "TEXT"),  # 2

@@ -31,6 +31,7 @@ from ticklock.domain.jobs import (
     Lease,
     Policy,
     RunSummary,
+    Trigger,
 )
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
@@ -214,4 +215,24 @@ assert EXECUTION_FIELDS == (
 
 
 def execution_from_row(row: tuple[Any, ...]) -> Execution:
+    """The execution a row holds (``EXECUTION_FIELDS``' order), read by position: what
+    ``execution_from_record`` makes of its record (``execution_from_record_row``, the tests' check), in half
+    the time (the overview decodes its sample of the latest runs, thousands)."""
+    (
+        execution_id, job_id, fire_key, handler, trigger, scheduled_at, started_at, deadline_at, run_token, owner,
+        status, attempts, resumes, finished_at, duration, error, jitter, detached,
+    ) = row  # fmt: skip
+    return Execution(
+        execution_id, job_id, fire_key, handler, _TRIGGERS[trigger], from_us(scheduled_at), from_us(started_at),
+        from_us(deadline_at), run_token, owner, _STATUSES[status], attempts, resumes,
+        None if finished_at is None else from_us(finished_at), duration, error, jitter or 0.0, bool(detached),
+    )  # fmt: skip
+
+
+_TRIGGERS = {t.value: t for t in Trigger}
+_STATUSES = {s.value: s for s in ExecutionStatus}
+
+
+def execution_from_record_row(row: tuple[Any, ...]) -> Execution:
+    """The same execution as ``execution_from_row``, through the shared record every store reads."""
     return execution_from_record(dict(zip(EXECUTION_FIELDS, row, strict=True)), MICROS)

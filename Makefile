@@ -89,6 +89,7 @@ bench: $(BSTAMP) $(BEFORE_DIR)/.installed services
 	TICKLOCK_CPUS=any $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"
 	$(BIN)/python bench/tick.py --rate 3000 --seconds 30
 	$(BIN)/python bench/fire_path.py
+	$(BIN)/python bench/dashboard_reads.py
 
 # The README's screenshots of the dashboard (docs/screenshots), taken by its browser test in Chromium
 screenshots: $(STAMP) services

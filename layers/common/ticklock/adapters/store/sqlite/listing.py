@@ -121,15 +121,16 @@ class Listing(Connection):
         return [job_from_row(r) for r in rows]
 
     def count_jobs(self, now: datetime) -> dict[str, int]:
-        """The total and the stopped states as the file keeps them; held, failing and alerting from the
-        index over those jobs alone; enabled, what the others leave of the total (``schema``'s docstring)."""
+        """The total as the file keeps it; each other state from the index over its jobs alone; enabled,
+        what the others leave of the total (``schema``'s docstring)."""
 
         def count(conn: sqlite3.Connection) -> dict[str, int]:
-            counts = dict.fromkeys(STATES, 0) | dict(conn.execute("SELECT state, n FROM jobs_counts").fetchall())
+            total = conn.execute("SELECT n FROM jobs_counts WHERE state = 'total'").fetchone()[0]
+            stopped = f"SELECT {STOPPED}, COUNT(*) FROM jobs INDEXED BY jobs_stopped_id WHERE enabled = 0 GROUP BY 1"
+            counts = dict.fromkeys(STATES, 0) | dict(conn.execute(stopped).fetchall())
             for state in ("held", "failing", "alerting"):
                 sql = f"SELECT COUNT(*) FROM jobs INDEXED BY {_INDEXES[state]['id']} WHERE {STATES[state]}"
                 counts[state] = conn.execute(sql, {"now": us(now)}).fetchone()[0]
-            total = counts.pop("total")
             counts["enabled"] = total - sum(counts[s] for s in ("paused", "held", "disabled", "done"))
             return {"total": total, **counts}
 

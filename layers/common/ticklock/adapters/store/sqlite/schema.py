@@ -3,11 +3,11 @@
 The jobs table's state filters and counts (``Store.find_jobs``, ``Store.count_jobs``) read what grows with
 the jobs in that state, not with the jobs stored. A job not enabled is paused, disabled or done: three
 partial indexes over those jobs alone lead by ``STOPPED`` (which of the three), one per order, so that each
-of those states is one range of an index in any order; triggers keep their counts and the total
-(``COUNTER``). Failing, alerting and held jobs (a condition, an alert raised, a hold whose end is ahead of
-the time asked about) have an index per order over them alone, and are counted from one. Enabled jobs are
-most: a sort's own index finds a page of them, and their count is what the others leave of the total. The
-fire path's UPDATE of a job meets these as partial indexes (and a trigger's WHEN) it is not in.
+of those states is one range of an index in any order, and is counted from one. Failing, alerting and held
+jobs (a condition, an alert raised, a hold whose end is ahead of the time asked about) have an index per
+order over them alone, and are counted from one. Enabled jobs are most: a sort's own index finds a page of
+them, and their count is what the others leave of the total, which triggers keep (``COUNTER``). The fire
+path's UPDATE of a job meets these as partial indexes that hold stopped, failing, alerting or held jobs.
 """
 
 from __future__ import annotations
@@ -28,15 +28,8 @@ SCHEMA_VERSION = 7
 FIRE_UNIQUE = "job_id, scheduled_at DESC, trigger"
 
 
-def _stopped(row: str = "") -> str:
-    """Which state a job not enabled is in (``domain.states``), of ``row`` (a trigger's OLD or NEW)."""
-    of = f"{row}." if row else ""
-    done = f"WHEN {of}next_run_at IS NULL THEN 'done'"
-    return f"CASE WHEN {of}disabled_reason IS NOT NULL THEN 'disabled' {done} ELSE 'paused' END"
-
-
-# the leading key of the indexes over the jobs not enabled, and what their counts are kept by
-STOPPED = _stopped()
+# which state a job not enabled is in (``domain.states``): the leading key of the indexes over those jobs
+STOPPED = "CASE WHEN disabled_reason IS NOT NULL THEN 'disabled' WHEN next_run_at IS NULL THEN 'done' ELSE 'paused' END"
 # ``FAILED_STATUSES``, as the indexes over failing jobs are made with it (a query's condition must read the
 # same). Not ``IN (...)``: each UPDATE of a job's last run built that list's table again for each such index.
 FAILING = "(last_status = 'failed' OR last_status = 'timeout' OR last_status = 'lost')"
@@ -127,6 +120,7 @@ SCHEMA = [
     # jobs, which jobs_failing_name does (made with IN: ``FAILING``)
     "DROP INDEX IF EXISTS jobs_held",
     "DROP INDEX IF EXISTS jobs_failing",
+    "DROP TRIGGER IF EXISTS jobs_restated",  # kept the stopped states' counts for an hour of schema 7's making
     # an enabled job without a next fire: none, as a rule (the end of a listing of enabled jobs by next fire)
     "CREATE INDEX IF NOT EXISTS jobs_unscheduled ON jobs (id) WHERE enabled = 1 AND next_run_at IS NULL",
     EXECUTIONS.format(name="executions"),
@@ -155,24 +149,18 @@ SCHEMA = [
 ]
 TABLES = [s for s in SCHEMA if s.lstrip().startswith("CREATE TABLE")]
 INDEXES = [s for s in SCHEMA if s not in TABLES]
-# How many jobs there are, and how many are paused, disabled or done, kept by the file itself whoever writes
-# (an UPDATE of a job that is and stays enabled, the fire path's, meets the trigger's WHEN only). Made and
-# counted once, when the file lacks the table (in the migration's transaction: no write comes between).
+# How many jobs there are, kept by the file itself on each insert and delete whoever writes (a COUNT reads
+# every page of an index); not the states: a trigger on the UPDATE of a job was measured to slow the fire
+# path's update of a job that stays failing, with the partial indexes over failing jobs (the commit says how).
+# Made and counted once, when the file lacks the table (in the migration's transaction: no write between).
 COUNTER = [
     "CREATE TABLE jobs_counts (state TEXT PRIMARY KEY, n INTEGER NOT NULL)",
     "INSERT INTO jobs_counts VALUES ('total', (SELECT COUNT(*) FROM jobs))",
-    f"""INSERT INTO jobs_counts SELECT column1, (SELECT COUNT(*) FROM jobs WHERE enabled = 0 AND {STOPPED} = column1)
-        FROM (VALUES ('paused'), ('disabled'), ('done'))""",
-    f"""CREATE TRIGGER jobs_added AFTER INSERT ON jobs BEGIN
-        UPDATE jobs_counts SET n = n + 1 WHERE state = 'total' OR (NEW.enabled = 0 AND state = {_stopped("NEW")});
+    """CREATE TRIGGER jobs_added AFTER INSERT ON jobs BEGIN
+        UPDATE jobs_counts SET n = n + 1 WHERE state = 'total';
     END""",
-    f"""CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs BEGIN
-        UPDATE jobs_counts SET n = n - 1 WHERE state = 'total' OR (OLD.enabled = 0 AND state = {_stopped("OLD")});
-    END""",
-    f"""CREATE TRIGGER jobs_restated AFTER UPDATE OF enabled, disabled_reason, next_run_at ON jobs
-        WHEN OLD.enabled = 0 OR NEW.enabled = 0 BEGIN
-        UPDATE jobs_counts SET n = n - 1 WHERE OLD.enabled = 0 AND state = {_stopped("OLD")};
-        UPDATE jobs_counts SET n = n + 1 WHERE NEW.enabled = 0 AND state = {_stopped("NEW")};
+    """CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs BEGIN
+        UPDATE jobs_counts SET n = n - 1 WHERE state = 'total';
     END""",
 ]
 # the columns added since the first schema, by version: a file written before one gains it when opened

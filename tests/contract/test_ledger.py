@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from tests.support.factories import T0, make_job
 from ticklock.domain.jobs import Trigger
 from ticklock.domain.ledger import LedgerEntry, Outcome, Reason
@@ -109,3 +111,23 @@ def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
         other.id, start=T0, end=T0 + timedelta(minutes=1), limit=10, statuses=["running"]
     )
     assert [e.job_id for e in running] == [other.id]
+
+
+def test_lags_are_each_runs_lag_newest_fire_first(store: Store) -> None:
+    """``Store.lags`` reads what ``Execution.lag`` says of each run (its start less its slot and jitter), in
+    the order and window ``executions_between`` reads them, without the rest of the execution."""
+    from tests.support.factories import make_execution
+    from ticklock.domain.jobs import Fire
+
+    job = store.add_job(make_job())
+    late = {0: 0.25, 10: 3.5, 20: 0.0, 30: 61.125}  # slot second -> how late it started
+    for second, after in late.items():
+        fire = Fire(job, T0 + timedelta(seconds=second), Trigger.SCHEDULE, "t")
+        run = make_execution(fire, started_at=fire.scheduled_at + timedelta(seconds=after))
+        store.start_execution(run.with_changes(jitter=0.125 if second == 10 else 0.0))
+    window = dict(start=T0 + timedelta(seconds=5), end=T0 + timedelta(minutes=1))
+    assert store.lags(**window, limit=10) == pytest.approx([61.125, 0.0, 3.375])
+    runs = store.executions_between(None, **window, limit=10)
+    assert store.lags(**window, limit=10) == pytest.approx([e.lag for e in runs])
+    assert store.lags(start=T0, end=T0 + timedelta(minutes=1), limit=2) == pytest.approx([61.125, 0.0])
+    assert store.lags(start=T0 + timedelta(hours=1), end=T0 + timedelta(hours=2), limit=10) == []

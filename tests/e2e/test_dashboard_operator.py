@@ -3,7 +3,8 @@ hold shown as held with Resume beside it, ended from the page; a timezone change
 seen on the page; the fires to come as the engine will run them; the end of 10,000 jobs reached with an
 address that does not grow; sorting by next fire with paused jobs last; the failing filter's badges; and
 the small things an operator trips on (a name's rule in words, a taken name by its field, a trigger's run
-shown at once, no refused request before the login form, a chart's labels readable on a phone)."""
+shown at once, no refused request before the login form, a chart's labels readable on a phone); the overview's
+first alerts with a link to the rest."""
 
 from __future__ import annotations
 
@@ -188,4 +189,44 @@ def test_a_charts_labels_are_readable_on_a_phone(start: Callable[..., Serve], ta
         "[...document.querySelectorAll('#activity text')].map(e => e.getBoundingClientRect().height)"
     )
     assert heights and min(heights) >= 9, heights
+    assert t.errors == []
+
+
+def test_the_overview_lists_the_first_alerts_and_links_to_the_rest(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    second = {"kind": "interval", "seconds": 1}
+    alarm = {"failures_in_a_row": 1}
+    made = [serve.create(name=f"alarm-{i:02}", handler="test.fail", schedule=second, alerts=alarm) for i in range(23)]
+    for job in made:
+        wait_for(lambda job=job: serve.client.get(f"/jobs/{job['id']}").json()["open_alerts"] != [])
+        serve.client.post(f"/jobs/{job['id']}/pause")  # the alert stays raised
+    t = tab(serve)
+    page = t.open("/")
+    expect(page.locator("#alerts li")).to_have_count(20)  # the overview's default
+    expect(page.locator("#alerts li a").first).to_have_text("alarm-00")
+    more = page.locator("#alerts-more a")
+    expect(more).to_have_text("3 more jobs alerting")
+    more.click()
+    expect(page.locator("#jobs tbody tr")).to_have_count(23)
+    assert t.errors == []
+
+
+def test_a_jittered_jobs_next_fire_is_its_slot_on_both_pages_with_the_jitter_said(
+    start: Callable[..., Serve], tab: Callable[..., Tab]
+) -> None:
+    serve = start()
+    job = serve.create(name="jittered", handler="test.record", schedule={"kind": "interval", "seconds": 3600},
+                       policy={"max_jitter": 600.0})  # fmt: skip
+    first = serve.client.get(f"/jobs/{job['id']}/upcoming").json()["fires"][0]
+    jitter = (datetime.fromisoformat(first["starts_at"]) - datetime.fromisoformat(first["at"])).total_seconds()
+    assert jitter > 0, first
+    t = tab(serve)
+    page = t.open("/jobs?q=jittered")
+    slot = job["next_run_at"][11:19]
+    expect(page.locator("#jobs tbody tr time").first).to_have_attribute("title", re.compile(slot))
+    page = t.open(f"/jobs/{job['id']}")
+    expect(page.locator("#next-fire")).to_contain_text(slot)
+    expect(page.locator("#next-fire")).to_contain_text(f"starts {jitter:.3f} s later: jitter")
     assert t.errors == []

@@ -161,3 +161,17 @@ def test_the_lag_percentiles_are_nearest_rank() -> None:
     hundred = [float(i) for i in range(1, 101)]
     assert (_percentile(hundred, 0.5), _percentile(hundred, 0.99), _percentile(hundred, 1.0)) == (50.0, 99.0, 100.0)
     assert (_percentile([1.0, 2.0], 0.5), _percentile([7.0], 0.99), _percentile([], 0.5)) == (1.0, 7.0, None)
+
+
+def test_overview_lists_the_alerts_of_the_first_jobs_by_name_and_counts_them_all(api: ApiHarness) -> None:
+    raised = {"late": {"raised_at": "2026-03-02T12:00:00+00:00", "detail": "late"}}
+    for name in ("d", "b", "e", "a", "c"):
+        job = create(api, name, alerts={"late_after": 60.0})
+        assert api.store.set_open_alerts(job["id"], expected={}, new=raised)
+    create(api, "quiet", alerts={"late_after": 60.0})
+    body = api.get("/overview", params={"alerts": 3}).json()
+    assert [a["job_name"] for a in body["alerts"]] == ["a", "b", "c"]
+    assert body["jobs"]["alerting"] == 5
+    assert [a["job_name"] for a in api.get("/overview").json()["alerts"]] == ["a", "b", "c", "d", "e"]
+    assert api.get("/overview", params={"alerts": 0}).json()["alerts"] == []
+    assert api.get("/overview", params={"alerts": 101}).status_code == 422

@@ -214,6 +214,12 @@ class Store(Protocol):
         given, newest fire first, at most ``limit``."""
         ...
 
+    def lags(self, *, start: datetime, end: datetime, limit: int) -> list[float]:
+        """The dispatch lag (``Execution.lag``: seconds from when the fire was due to its start) of the
+        executions of fires scheduled in [start, end], newest fire first, at most ``limit``: the overview's
+        sample, read without the rest of each execution."""
+        ...
+
     def activity(self, *, start: datetime, end: datetime, step: timedelta) -> list[tuple[datetime, str, int]]:
         """How many executions of fires scheduled in [start, end) there are by status, per ``step`` (whole
         seconds, the buckets aligned on the epoch): (bucket start, status, count), earliest first."""

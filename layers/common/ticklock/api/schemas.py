@@ -936,7 +936,9 @@ class OverviewOut(BaseModel):
     activity: list[ActivityOut] = Field(description="the window's fires by step, earliest first (every step)")
     lag: LagOut = Field(description="dispatch lag: from when a fire was due to when its run started")
     failures: list[ExecutionOut] = Field(description="the latest runs that failed, timed out or were lost")
-    alerts: list[AlertOut] = Field(description="the alerts raised and not cleared")
+    alerts: list[AlertOut] = Field(
+        description="the alerts raised and not cleared of the first jobs by name (at most the query's alerts)"
+    )
 
 
 class OverviewQuery(BaseModel):
@@ -944,3 +946,6 @@ class OverviewQuery(BaseModel):
     window: int = Field(60, ge=1, le=1440, description="minutes of activity, to now")
     step: int = Field(60, ge=10, le=3600, description="seconds per step of activity")
     failures: int = Field(10, ge=0, le=100, description="how many of the latest failures to list")
+    alerts: int = Field(
+        20, ge=0, le=100, description="how many jobs' open alerts to list, by job name (jobs.alerting counts them all)"
+    )

@@ -7,8 +7,8 @@
 - **Lag**: percentiles over the latest ``LAG_SAMPLE`` runs of the window (a sample, stated in the answer:
   an hour of a busy service has hundreds of thousands of runs).
 - **Failures**: the latest runs of the last day that failed, timed out or were lost.
-- **Alerts**: every alert raised, by job name; read from the jobs with one raised (``state=alerting``), not
-  from every job with alert rules.
+- **Alerts**: the alerts of the first ``alerts`` jobs with one raised, by job name (``state=alerting``; how
+  many such jobs there are is in ``jobs``, and ``GET /alerts`` lists them all).
 
 Each part reads what grows with the window's runs or the alerts raised, not with the jobs stored.
 """
@@ -16,17 +16,15 @@ Each part reads what grows with the window's runs or the alerts raised, not with
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from ticklock.api.schemas import ActivityOut, AlertOut, ExecutionOut, LagOut, OverviewOut, OverviewQuery
-from ticklock.domain.jobs import FAILED_STATUSES, Job
+from ticklock.domain.jobs import FAILED_STATUSES
 from ticklock.ports import JobQuery, Store
 
 LAG_SAMPLE = 2000
 LEDGER_ENTRIES = 5000  # the most ledger entries one overview spreads over its steps
 FAILURES_SINCE = timedelta(days=1)
-ALERTS_PAGE = 500  # jobs with an alert raised, read a page at a time
 _MICRO = timedelta(microseconds=1)
 
 
@@ -41,14 +39,14 @@ def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewO
             counts[at][status] = counts[at].get(status, 0) + n
     for entry in store.list_fires(None, start=start, end=now, limit=LEDGER_ENTRIES):
         _spread(counts, entry.outcome, entry.first_at, entry.last_at, entry.count, start, step)
-    runs = store.executions_between(None, start=start, end=now, limit=LAG_SAMPLE)
-    lags = sorted(max(0.0, e.lag) for e in runs)
+    lags = sorted(max(0.0, lag) for lag in store.lags(start=start, end=now, limit=LAG_SAMPLE))
     failed = [s.value for s in FAILED_STATUSES]
     failures = (
         store.executions_between(None, start=now - FAILURES_SINCE, end=now, limit=q.failures, statuses=failed)
         if q.failures
         else []
     )
+    alerting = store.find_jobs(JobQuery(state="alerting", sort="name", at=now), limit=q.alerts) if q.alerts else []
     return OverviewOut(
         now=now,
         jobs=store.count_jobs(now),
@@ -59,19 +57,8 @@ def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewO
             p50=_percentile(lags, 0.5), p99=_percentile(lags, 0.99), max=lags[-1] if lags else None, sample=len(lags)
         ),
         failures=[ExecutionOut.of(e) for e in failures],
-        alerts=[a for job in _alerting(store, now) for a in AlertOut.all_of(job)],
+        alerts=[a for job in alerting for a in AlertOut.all_of(job)],
     )
-
-
-def _alerting(store: Store, now: datetime) -> Iterator[Job]:
-    """Every job with an alert raised, by name, a page at a time."""
-    after: tuple[str, str] | None = None
-    while True:
-        page = store.find_jobs(JobQuery(state="alerting", sort="name", after=after, at=now), limit=ALERTS_PAGE)
-        yield from page
-        if len(page) < ALERTS_PAGE:
-            return
-        after = (page[-1].name, page[-1].id)
 
 
 def _spread(

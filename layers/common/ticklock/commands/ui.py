@@ -9,7 +9,8 @@ to the deployment.
 
 Guards, since any web page the operator opens can send requests to loopback: a request whose ``Host``
 is not this listener's (DNS rebinding) or whose ``Origin`` is another site's is refused with 403; only
-the API's methods pass; a body over ``MAX_BODY`` is refused; the upstream call has a timeout.
+the API's methods pass; a body over ``MAX_BODY`` is refused; the upstream call has a timeout. A bearer
+token the API refuses stops it at the start, with the reason.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # behind API Gateway's IAM check the signature is the credential
     token = None if signer is not None else args.token or os.environ.get("TICKLOCK_API_TOKEN")
+    if token and (problem := token_refused(base, token)):
+        print(f"ticklock: error: {problem}", file=sys.stderr)
+        return 2
     server = proxy(base, signer=signer, token=token, port=args.port)
     host, port = str(server.server_address[0]), int(server.server_address[1])
     how = "SigV4-signed" if signer else "with the bearer token" if token else "as they come"
@@ -96,6 +100,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def token_refused(base: str, token: str) -> str | None:
+    """Why the API refuses ``token``, asked once before listening: the proxy puts it on every call, so a
+    wrong one would have the dashboard's login refuse every token typed into it. An API not reachable yet
+    is no reason to refuse to start (the dashboard says so when it is asked)."""
+    try:
+        answer = httpx.get(f"{base}/jobs", params={"limit": 1}, headers={"authorization": f"Bearer {token}"},
+                           timeout=10.0, follow_redirects=False)  # fmt: skip
+    except httpx.HTTPError:
+        return None
+    if answer.status_code == HTTPStatus.UNAUTHORIZED:
+        return f"{base} refused the bearer token (401): check --token or TICKLOCK_API_TOKEN"
+    return None
 
 
 def proxy(base: str, *, signer: Signer | None, token: str | None, port: int) -> ThreadingHTTPServer:

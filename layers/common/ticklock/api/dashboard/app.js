@@ -219,6 +219,12 @@ function again(mine, ms, page) {
   }, ms);
 }
 
+// a fire by its slot, as the jobs table and the fires below list it; a jittered start said beside it
+function nextFireText(fire) {
+  const jitter = (Date.parse(fire.starts_at) - Date.parse(fire.at)) / 1000;
+  return [when(fire.at), jitter ? h("span", { class: "muted small" }, ` (starts ${jitter.toFixed(3)} s later: jitter)`) : null];
+}
+
 // -- overview -------------------------------------------------------------------------------------------
 async function overview() {
   const mine = generation;
@@ -247,7 +253,8 @@ async function overview() {
         data.alerts.length ? h("ul", { id: "alerts" }, data.alerts.map((a) => h("li", {},
           h("a", { href: `#/jobs/${a.job_id}` }, a.job_name), " ", badge(a.condition, "alerting"), " ", a.detail, " ",
           h("span", { class: "muted small" }, timeEl(a.raised_at)))))
-          : h("p", { class: "muted" }, "None."))),
+          : h("p", { class: "muted" }, "None."),
+        alertsCut(data))),
     h("section", { class: "panel", "aria-labelledby": "failures-h" }, h("h2", { id: "failures-h" }, "Latest failures"),
       failures.length ? h("div", { class: "table-wrap" }, h("table", { id: "failures" },
         h("thead", {}, h("tr", {}, h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Fire"), h("th", {}, "Error"))),
@@ -256,6 +263,15 @@ async function overview() {
           h("td", {}, timeEl(e.scheduled_at)), h("td", {}, h("pre", { class: "error-text" }, e.error || "")))))))
         : h("p", { class: "muted" }, "No failed, timed-out or lost run in the last day.")));
   if (drawn) again(mine, 10000, overview);
+}
+
+// the overview lists the alerts of the first jobs by name: say how many jobs alert beyond them, and where
+function alertsCut(data) {
+  const shown = new Set(data.alerts.map((a) => a.job_id)).size;
+  const more = data.jobs.alerting - shown;
+  if (more <= 0) return null;
+  return h("p", { class: "small", id: "alerts-more" },
+    h("a", { href: "#/jobs?state=alerting" }, `${more} more ${more === 1 ? "job" : "jobs"} alerting`));
 }
 
 function activityChart(steps, step) {
@@ -474,7 +490,7 @@ async function job(id) {
         h("dt", {}, "Handler"), h("dd", {}, h("code", {}, j.handler)),
         h("dt", {}, "Schedule"), h("dd", {}, h("code", {}, scheduleWritten(j.schedule))),
         h("dt", {}, "Timezone"), h("dd", {}, j.schedule.timezone || "UTC"),
-        h("dt", {}, "Next fire"), h("dd", { id: "next-fire" }, nextFire ? when(nextFire.starts_at) : "—"),
+        h("dt", {}, "Next fire"), h("dd", { id: "next-fire" }, nextFire ? nextFireText(nextFire) : "—"),
         h("dt", {}, "Timeout"), h("dd", {}, `${j.timeout} s, ${j.max_retries} retries`),
         h("dt", {}, "Overlap"), h("dd", {}, j.policy.overlap || "skip"),
         h("dt", {}, "Last run"), h("dd", {}, j.last_run ? [badge(j.last_run.status), " ", timeEl(j.last_run.at),

@@ -73,6 +73,13 @@ class Executions(Connection):
             for d in self._call(lambda: list(self.executions.find(query).sort(order).limit(limit)))
         ]
 
+    def lags(self, *, start: datetime, end: datetime, limit: int) -> list[float]:
+        query = {"scheduled_at": {"$gte": start, "$lte": end}}
+        fields = {"scheduled_at": 1, "started_at": 1, "jitter": 1}
+        order = [("scheduled_at", DESCENDING), ("_id", DESCENDING)]
+        docs = self._call(lambda: list(self.executions.find(query, fields).sort(order).limit(limit)))
+        return [(d["started_at"] - d["scheduled_at"]).total_seconds() - (d.get("jitter") or 0.0) for d in docs]
+
     def activity(self, *, start: datetime, end: datetime, step: timedelta) -> list[tuple[datetime, str, int]]:
         # FerretDB 1.24 groups by field paths only (no date arithmetic in $group): counted per distinct
         # fire time and status (fires share whole seconds, so a few thousand groups an hour), then bucketed

@@ -69,6 +69,14 @@ class Executions(Connection):
         rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [execution_from_row(r) for r in rows]
 
+    def lags(self, *, start: datetime, end: datetime, limit: int) -> list[float]:
+        sql = (
+            "SELECT (started_at - scheduled_at) / 1e6 - COALESCE(jitter, 0) FROM executions "
+            "WHERE scheduled_at >= ? AND scheduled_at <= ? ORDER BY scheduled_at DESC, id DESC LIMIT ?"
+        )
+        rows = self._read(lambda c: c.execute(sql, (us(start), us(end), limit)).fetchall())
+        return [r[0] for r in rows]
+
     def activity(self, *, start: datetime, end: datetime, step: timedelta) -> list[tuple[datetime, str, int]]:
         width = int(step.total_seconds()) * 1_000_000
         sql = (

@@ -125,9 +125,9 @@ def test_lags_are_each_runs_lag_newest_fire_first(store: Store) -> None:
         fire = Fire(job, T0 + timedelta(seconds=second), Trigger.SCHEDULE, "t")
         run = make_execution(fire, started_at=fire.scheduled_at + timedelta(seconds=after))
         store.start_execution(run.with_changes(jitter=0.125 if second == 10 else 0.0))
-    window = dict(start=T0 + timedelta(seconds=5), end=T0 + timedelta(minutes=1))
-    assert store.lags(**window, limit=10) == pytest.approx([61.125, 0.0, 3.375])
-    runs = store.executions_between(None, **window, limit=10)
-    assert store.lags(**window, limit=10) == pytest.approx([e.lag for e in runs])
+    start, end = T0 + timedelta(seconds=5), T0 + timedelta(minutes=1)
+    assert store.lags(start=start, end=end, limit=10) == pytest.approx([61.125, 0.0, 3.375])
+    runs = store.executions_between(None, start=start, end=end, limit=10)
+    assert store.lags(start=start, end=end, limit=10) == pytest.approx([e.lag for e in runs])
     assert store.lags(start=T0, end=T0 + timedelta(minutes=1), limit=2) == pytest.approx([61.125, 0.0])
     assert store.lags(start=T0 + timedelta(hours=1), end=T0 + timedelta(hours=2), limit=10) == []

@@ -200,8 +200,13 @@ def test_the_overview_lists_the_first_alerts_and_links_to_the_rest(
     alarm = {"failures_in_a_row": 1}
     made = [serve.create(name=f"alarm-{i:02}", handler="test.fail", schedule=second, alerts=alarm) for i in range(23)]
     for job in made:
-        wait_for(lambda job=job: serve.client.get(f"/jobs/{job['id']}").json()["open_alerts"] != [])
-        serve.client.post(f"/jobs/{job['id']}/pause")  # the alert stays raised
+        url = f"/jobs/{job['id']}"
+
+        def raised(url: str = url) -> bool:
+            return bool(serve.client.get(url).json()["open_alerts"])
+
+        wait_for(raised)
+        serve.client.post(f"{url}/pause")  # the alert stays raised
     t = tab(serve)
     page = t.open("/")
     expect(page.locator("#alerts li")).to_have_count(20)  # the overview's default

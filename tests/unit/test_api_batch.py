@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ticklock.api.schemas import JobBatchOut
+from ticklock.api.schemas.jobs import JobBatchOut
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Harness = Any  # conftest.ApiHarness

@@ -417,7 +417,7 @@ def test_health_callers_share_one_ping_of_a_hung_store(tmp_path: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from ticklock.adapters.store.sqlite import SQLiteStore
-    from ticklock.api.routes import Probe
+    from ticklock.api.probes import Probe
 
     release = threading.Event()
     pings: list[int] = []

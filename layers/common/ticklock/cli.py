@@ -71,7 +71,7 @@ def _parser(settings: Sequence[Setting]) -> argparse.ArgumentParser:
 
 
 def _cron(args: argparse.Namespace) -> int:
-    from ticklock.api.schemas import parse_instant
+    from ticklock.api.schemas.fields import parse_instant
 
     try:
         if not 1 <= args.count <= MAX_PREVIEW:

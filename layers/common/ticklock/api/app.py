@@ -27,7 +27,8 @@ from pydantic import BaseModel, ValidationError
 from ticklock.api import dashboard, errors
 from ticklock.api.http import BadJson, Reply, Request, error, read_json
 from ticklock.api.openapi import document, swagger_page
-from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Probes, Route, build_routes
+from ticklock.api.probes import Probes
+from ticklock.api.routes import MAX_PARAM, ApiDeps, Call, Route, build_routes
 from ticklock.errors import TicklockError
 
 _JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json", re.ASCII)

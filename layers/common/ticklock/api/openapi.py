@@ -14,7 +14,8 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ticklock import __version__
 from ticklock.api.routes import MAX_PARAM, Route
-from ticklock.api.schemas import ErrorBody, JobOut
+from ticklock.api.schemas.errors import ErrorBody
+from ticklock.api.schemas.jobs import JobOut
 from ticklock.domain.service import INT64_RANGE, MAX_PAYLOAD_DEPTH, JobService
 
 REF = "#/components/schemas/{model}"

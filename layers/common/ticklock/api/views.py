@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from ticklock.api.schemas import ActivityOut, AlertOut, ExecutionOut, LagOut, OverviewOut, OverviewQuery
+from ticklock.api.schemas.alerts import AlertOut
+from ticklock.api.schemas.executions import ExecutionOut
+from ticklock.api.schemas.overview import ActivityOut, LagOut, OverviewOut, OverviewQuery
 from ticklock.domain.jobs import FAILED_STATUSES
 from ticklock.ports import JobQuery, Store
 

@@ -69,7 +69,7 @@ from ticklock.domain.upcoming import coming_fires
 from ticklock.domain.words import describe
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
-from ticklock.ports import Store
+from ticklock.ports import StoreConnection
 
 FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
 # JobBatchOut as plain dicts: the same bytes as the model gives (a test compares them), without building it
@@ -231,7 +231,7 @@ class Probe:
 class Probes:
     """The store's probe and one per plug-in health check, asked together by ``/health``."""
 
-    def __init__(self, store: Store, checks: Sequence[HealthCheck] = ()) -> None:
+    def __init__(self, store: StoreConnection, checks: Sequence[HealthCheck] = ()) -> None:
         self.store = Probe(store)
         self.checks = {c.name: Probe(_Check(c), what=c.name) for c in checks}
 

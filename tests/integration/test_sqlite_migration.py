@@ -139,7 +139,7 @@ def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_
 
 
 def test_a_version_4_file_gets_its_runs_summary_from_its_executions(tmp_path: Path) -> None:
-    from tests.contract.test_store_views import run
+    from tests.contract.store.helpers import run
     from tests.support.factories import T0, make_job
     from ticklock.domain.jobs import ExecutionStatus
 

@@ -2,6 +2,12 @@
 
 Each method's docstring is its contract; ``tests/contract`` runs one suite per port against every
 adapter. Times passed in and returned are aware UTC datetimes.
+
+The store is five role ports, each implemented by one module of each adapter (``adapters/store/sqlite``,
+``adapters/store/mongo``) and checked by its own suite in ``tests/contract/store``: ``StoreConnection``
+(connection.py), ``JobStore`` (jobs.py), ``FireStore`` (fires.py), ``ExecutionStore`` (executions.py) and
+``LedgerStore`` (ledger.py). ``Store`` is all five: what the fire path and the wiring hold; a consumer that
+needs less is typed with the roles it uses.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Execution, Fire, Job, Trigger
@@ -46,7 +52,7 @@ class JobQuery:
 
 @dataclass(frozen=True)
 class Started:
-    """The outcome of ``Store.start_execution``: the row for the fire, and whether this call created it."""
+    """The outcome of ``FireStore.start_execution``: the row for the fire, and whether this call created it."""
 
     execution: Execution
     created: bool
@@ -54,17 +60,31 @@ class Started:
 
 @dataclass(frozen=True)
 class Completion:
-    """One run's ``Store.complete``, for ``Store.complete_many``."""
+    """One run's ``FireStore.complete``, for ``FireStore.complete_many``."""
 
     execution: Execution
     fire: Fire
     next_run_at: datetime | None
 
 
-class Store(Protocol):
-    """Where jobs and executions live. Raises ``StoreUnavailable`` when the backend fails."""
+@runtime_checkable
+class StoreConnection(Protocol):
+    """The backend the other roles share: whether it answers, and letting it go."""
 
-    # -- job definitions ---------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the backend answers."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class JobStore(Protocol):
+    """The job definitions: created, read, listed, counted, changed and deleted, each change one guarded
+    write (a version, or the open alerts as they were). Raises ``StoreUnavailable`` when the backend fails."""
+
     def add_job(self, job: Job) -> Job:
         """Insert a new job. Raises ``DuplicateJobName`` if the name is taken; writes nothing then."""
         ...
@@ -124,7 +144,15 @@ class Store(Protocol):
         replicas raising or clearing one alert at once exactly one wins. Returns whether it applied."""
         ...
 
-    # -- dispatch ----------------------------------------------------------------------------------
+
+@runtime_checkable
+class FireStore(Protocol):
+    """A fire's writes, from its claim to its advance: the claim (a lease), the execution's row started,
+    taken over and finished, and the job moved on. The row's writes belong with the claim, not with
+    ``ExecutionStore``, because a fire's path makes them together: ``complete`` is a finish and an advance in
+    one step, which a role holding only one half could not promise. Raises ``StoreUnavailable`` when the
+    backend fails."""
+
     def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
         """Lease up to ``limit`` jobs whose ``due_at`` is at or before ``horizon``, earliest first.
 
@@ -150,7 +178,6 @@ class Store(Protocol):
         """
         ...
 
-    # -- executions --------------------------------------------------------------------------------
     def start_execution(self, execution: Execution) -> Started:
         """Insert the row for a fire unless one of the same fire exists (unique per fire: its job, slot and
         trigger, which its ``fire_key`` spells).
@@ -192,6 +219,12 @@ class Store(Protocol):
         fails; what was written before it stands (each write is guarded, so a caller may complete each again
         and learn from ``get_execution`` whether its finish had applied)."""
         ...
+
+
+@runtime_checkable
+class ExecutionStore(Protocol):
+    """The executions as history: read one, a job's, a window's, their lags and activity, the unfinished ones
+    recovery looks for, and pruning. Raises ``StoreUnavailable`` when the backend fails."""
 
     def get_execution(self, execution_id: str) -> Execution:
         """The execution with that id. Raises ``JobNotFound`` naming the execution id."""
@@ -243,7 +276,12 @@ class Store(Protocol):
         Never deletes a RUNNING or INTERRUPTED row. Returns how many went."""
         ...
 
-    # -- the fire ledger: the fires that did not run --------------------------------------------------
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """The fire ledger: the fires that did not run, one entry each however many record it. Raises
+    ``StoreUnavailable`` when the backend fails."""
+
     def record_fire(self, entry: LedgerEntry) -> bool:
         """Insert ``entry`` unless one with its id exists (replicas and retries recording one fire leave
         one entry); returns whether it was inserted."""
@@ -263,13 +301,11 @@ class Store(Protocol):
         outcome and reason, latest first slot first, at most ``limit``."""
         ...
 
-    def ping(self) -> None:
-        """Raise ``StoreUnavailable`` unless the backend answers."""
-        ...
 
-    def close(self) -> None:
-        """Release connections. The store is unusable afterwards."""
-        ...
+@runtime_checkable
+class Store(StoreConnection, JobStore, FireStore, ExecutionStore, LedgerStore, Protocol):
+    """Where jobs, executions and the ledger live: every role, on one backend. It adds no method of its
+    own: each belongs to exactly one role."""
 
 
 class Locker(Protocol):

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ticklock.errors import StoreUnavailable
 from ticklock.plugin import HealthCheck
-from ticklock.ports import Store
+from ticklock.ports import StoreConnection
 
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"
 HEALTH_FRESH = 0.25  # seconds a ping's answer is reused by the health checks that follow it
@@ -126,7 +126,7 @@ class Probe:
 class Probes:
     """The store's probe and one per plug-in health check, asked together by ``/health``."""
 
-    def __init__(self, store: Store, checks: Sequence[HealthCheck] = ()) -> None:
+    def __init__(self, store: StoreConnection, checks: Sequence[HealthCheck] = ()) -> None:
         self.store = Probe(store)
         self.checks = {c.name: Probe(_Check(c), what=c.name) for c in checks}
 

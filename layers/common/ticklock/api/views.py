@@ -1,7 +1,7 @@
 """The overview (``GET /overview``): what the dashboard's first page shows, read in one answer.
 
 - **Activity**: the window's fires per step by what became of them. Runs are counted by the store
-  (``Store.activity``, by each execution's scheduled time and status); the ledger's skipped and missed
+  (``ExecutionStore.activity``, by each execution's scheduled time and status); the ledger's skipped and missed
   entries are spread over the steps their range of slots covers, in proportion to the time it covers in
   each (an entry of many slots holds their count, not each slot's time).
 - **Lag**: percentiles over the latest ``LAG_SAMPLE`` runs of the window (a sample, stated in the answer:
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from ticklock.api.schemas.alerts import AlertOut
 from ticklock.api.schemas.executions import ExecutionOut
 from ticklock.api.schemas.overview import ActivityOut, LagOut, OverviewOut, OverviewQuery
 from ticklock.domain.jobs import FAILED_STATUSES
-from ticklock.ports import JobQuery, Store
+from ticklock.ports import ExecutionStore, JobQuery, JobStore, LedgerStore
 
 LAG_SAMPLE = 2000
 LEDGER_ENTRIES = 5000  # the most ledger entries one overview spreads over its steps
@@ -30,7 +31,11 @@ FAILURES_SINCE = timedelta(days=1)
 _MICRO = timedelta(microseconds=1)
 
 
-def service_overview(store: Store, now: datetime, q: OverviewQuery) -> OverviewOut:
+class OverviewStore(JobStore, ExecutionStore, LedgerStore, Protocol):
+    """The roles the overview reads: the jobs' counts and alerts, the runs, the ledger."""
+
+
+def service_overview(store: OverviewStore, now: datetime, q: OverviewQuery) -> OverviewOut:
     step = timedelta(seconds=q.step)
     epoch = datetime.fromtimestamp(0, now.tzinfo)
     start = now - timedelta(minutes=q.window)

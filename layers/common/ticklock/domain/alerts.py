@@ -4,7 +4,7 @@ A job may carry ``AlertRules``: ``late_after`` (a fire has not started that long
 ``no_success_for`` (no run has succeeded for that long) and ``failures_in_a_row``. A condition that
 holds raises an alert once, and clears it once when it stops holding:
 
-* the state is the job's ``open_alerts``, changed only by ``Store.set_open_alerts``, a compare-and-set:
+* the state is the job's ``open_alerts``, changed only by ``JobStore.set_open_alerts``, a compare-and-set:
   of any number of replicas raising (or clearing) one alert at once, exactly one wins, and only the
   winner tells anyone;
 * ``failures_in_a_row`` is judged when a run ends (``finished``); a success clears every alert of the
@@ -27,14 +27,14 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger
 from ticklock.errors import JobNotFound
-from ticklock.ports import EmailSender, Publisher, Store, WebhookSender
+from ticklock.ports import EmailSender, ExecutionStore, JobStore, Publisher, WebhookSender
 
 log = logging.getLogger("ticklock.alerts")
 RETRY_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between tries of one delivery
@@ -168,8 +168,8 @@ class Outbox:
 _FAILED = frozenset(s for s in ExecutionStatus if s.final and s is not ExecutionStatus.SUCCESS)
 
 
-def alerting_jobs(store: Store) -> Iterator[Job]:
-    """Every job with alert rules or alerts raised, a page at a time (``Store.list_jobs(alerting=True)``)."""
+def alerting_jobs(store: JobStore) -> Iterator[Job]:
+    """Every job with alert rules or alerts raised, a page at a time (``JobStore.list_jobs(alerting=True)``)."""
     after: str | None = None
     while True:
         page = store.list_jobs(alerting=True, limit=PAGE, after=after)
@@ -179,13 +179,17 @@ def alerting_jobs(store: Store) -> Iterator[Job]:
         after = page[-1].id
 
 
+class AlertsStore(JobStore, ExecutionStore, Protocol):
+    """The roles ``Alerts`` uses: the jobs (their rules, their open alerts) and their runs."""
+
+
 class Alerts:
     """Judges a job's alert rules and raises or clears its alerts once, whatever the replicas."""
 
     def __init__(
         self,
         *,
-        store: Store,
+        store: AlertsStore,
         publisher: Publisher,
         clock: Clock,
         outbox: Outbox | None = None,

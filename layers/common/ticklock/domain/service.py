@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ticklock.clock import Clock
 from ticklock.domain.handlers import Registry
@@ -35,7 +35,7 @@ from ticklock.domain.jobs import (
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, InvalidJobs, StaleVersion, TicklockError
-from ticklock.ports import Store
+from ticklock.ports import ExecutionStore, JobStore, LedgerStore, StoreConnection
 
 MAX_RETRIES = 25
 MIN_TIMEOUT = 0.01  # seconds: below this a deadline is finer than the clock that checks it
@@ -133,10 +133,14 @@ MAX_ENTRIES = 10_000  # ledger entries one window's answer reads at most
 MAX_EXECUTIONS = 10_000  # executions one window's answer reads at most
 
 
+class ServiceStore(StoreConnection, JobStore, ExecutionStore, LedgerStore, Protocol):
+    """The roles the service (and the API on it) uses: every one but ``FireStore``, a fire's own writes."""
+
+
 class JobService:
     """Create, change, pause, resume, trigger and delete jobs."""
 
-    def __init__(self, store: Store, registry: Registry, clock: Clock, limits: Limits | None = None) -> None:
+    def __init__(self, store: ServiceStore, registry: Registry, clock: Clock, limits: Limits | None = None) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock

@@ -16,7 +16,7 @@ from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import STAY, Invoker, Placement
 from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
-from ticklock.ports import FireQueue, Locker, Publisher, Store
+from ticklock.ports import ExecutionStore, FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
 
 
@@ -148,7 +148,7 @@ def build_service(settings: Settings, store: Store, registry: Registry, clock: C
 log = logging.getLogger("ticklock.housekeeping")
 
 
-def housekeep(settings: Settings, store: Store, clock: Clock, runner: TaskRunner) -> None:
+def housekeep(settings: Settings, store: ExecutionStore, clock: Clock, runner: TaskRunner) -> None:
     """Once a minute: judge the jobs' dead-man alerts (``Alerts.check``), finalise the allow_all fires
     whose runner vanished (``TaskRunner.lose_orphans``),
     prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no process has pushed

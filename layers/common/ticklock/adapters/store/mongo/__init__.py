@@ -43,6 +43,7 @@ __all__ = ["CommandCounter", "MongoStore", "shared_client"]
 
 
 class MongoStore(Jobs, Fires, Executions, Ledger):
-    """The ``Store`` port on MongoDB: connection.py (client, collections, indexes, errors), jobs.py,
-    fires.py (claims, executions' start and finish, grouped advances), executions.py (reads, pruning),
-    ledger.py (the fires that did not run), over documents.py, group_commit.py and client.py."""
+    """The ``Store`` port on MongoDB, a role a module: connection.py ``StoreConnection`` (client,
+    collections, indexes, errors), jobs.py ``JobStore``, fires.py ``FireStore`` (claims, executions' start
+    and finish, grouped advances), executions.py ``ExecutionStore`` (reads, pruning), ledger.py
+    ``LedgerStore`` (the fires that did not run), over documents.py, group_commit.py and client.py."""

@@ -14,12 +14,14 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from ticklock.adapters.store.mongo.client import Doc, T, shared_client
 from ticklock.clock import to_ms
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
+from ticklock.ports import StoreConnection
 
 CLAIM_MARKS_KEPT = timedelta(minutes=5)
 
 
-class Connection:
-    """The client, the collections and their indexes, the error mapping; every part of the store builds on it."""
+class Connection(StoreConnection):
+    """The client, the collections and their indexes, the error mapping; every part of the store builds on it.
+    The ``StoreConnection`` role (``ping``, ``close``)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Executions: read them and prune the old ones."""
+"""The ``ExecutionStore`` role: read executions and prune the old ones."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ticklock.adapters.store.mongo.documents import (
 )
 from ticklock.domain.jobs import Execution, Trigger, fire_key
 from ticklock.errors import JobNotFound
+from ticklock.ports import ExecutionStore
 
 
 def to_ms_int(moment: datetime) -> int:
@@ -23,7 +24,7 @@ def to_ms_int(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
 
 
-class Executions(Connection):
+class Executions(Connection, ExecutionStore):
     def get_execution(self, execution_id: str) -> Execution:
         doc = self._call(lambda: self.executions.find_one({"_id": execution_id}))
         if doc is None:

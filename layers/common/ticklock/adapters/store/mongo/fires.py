@@ -1,4 +1,5 @@
-"""Fires: claim the due jobs (with claim marks), start, take over and finish executions, advance the jobs."""
+"""The ``FireStore`` role: claim the due jobs (with claim marks), start, take over and finish executions,
+advance the jobs."""
 
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ from ticklock.adapters.store.mongo.documents import (
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.domain.jobs import Execution, Fire, Job
 from ticklock.errors import StoreUnavailable
-from ticklock.ports import Completion, Started
+from ticklock.ports import Completion, FireStore, Started
 
 log = logging.getLogger("ticklock.store")
 
 
-class Fires(Connection):
+class Fires(Connection, FireStore):
     def __init__(
         self,
         uri: str,

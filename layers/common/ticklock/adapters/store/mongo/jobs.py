@@ -1,4 +1,4 @@
-"""Jobs: add, read, list, change and delete them."""
+"""The ``JobStore`` role: add, read, list, page, count, change and delete jobs."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ticklock.adapters.store.mongo.documents import (
 from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
 from ticklock.domain.states import JOB_FILTERS
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
-from ticklock.ports import JOB_TIME_SORTS, JobQuery
+from ticklock.ports import JOB_TIME_SORTS, JobQuery, JobStore
 
 
 def states(now: datetime) -> dict[str, Doc]:
@@ -55,7 +55,7 @@ _NO_VALUE: dict[str, Doc] = {
 }
 
 
-class Jobs(Connection):
+class Jobs(Connection, JobStore):
     def add_job(self, job: Job) -> Job:
         try:
             self._call(lambda: self.jobs.insert_one(job_doc(job, job.created_at)))

@@ -1,4 +1,4 @@
-"""The fire ledger on MongoDB: the fires that did not run, one document per entry, ``_id`` its id (so a
+"""The ``LedgerStore`` role on MongoDB: the fires that did not run, one document per entry, ``_id`` its id (so a
 second record of one fire is a duplicate key, and leaves the first)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from ticklock.adapters.store.mongo.client import Doc
 from ticklock.adapters.store.mongo.connection import Connection
 from ticklock.adapters.store.mongo.documents import MILLIS
 from ticklock.domain.ledger import LedgerEntry
+from ticklock.ports import LedgerStore
 
 
-class Ledger(Connection):
+class Ledger(Connection, LedgerStore):
     def record_fire(self, entry: LedgerEntry) -> bool:
         record = ledger_record(entry, MILLIS)
         doc = {"_id": record.pop("id"), **record}

@@ -12,15 +12,15 @@ from ticklock.adapters.store.sqlite.executions import Executions
 from ticklock.adapters.store.sqlite.fires import Fires
 from ticklock.adapters.store.sqlite.jobs import Jobs
 from ticklock.adapters.store.sqlite.ledger import Ledger
-from ticklock.adapters.store.sqlite.listing import Listing
 from ticklock.adapters.store.sqlite.rows import from_us, us
 from ticklock.adapters.store.sqlite.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "from_us", "us"]
 
 
-class SQLiteStore(Jobs, Listing, Fires, Executions, Ledger):
-    """The ``Store`` port on one SQLite file: connection.py (the file, transactions, readers), jobs.py,
-    listing.py (the jobs table's pages and counts), fires.py (claims, executions' start and finish,
-    advances), executions.py (reads, pruning), ledger.py (the fires that did not run), over schema.py and
-    rows.py."""
+class SQLiteStore(Jobs, Fires, Executions, Ledger):
+    """The ``Store`` port on one SQLite file, a role a module: connection.py ``StoreConnection`` (the file,
+    transactions, readers), jobs.py ``JobStore`` (with listing.py, the jobs table's pages and counts),
+    fires.py ``FireStore`` (claims, executions' start and finish, advances), executions.py
+    ``ExecutionStore`` (reads, pruning), ledger.py ``LedgerStore`` (the fires that did not run), over
+    schema.py and rows.py."""

@@ -23,6 +23,7 @@ from ticklock.adapters.store.sqlite.schema import (
     TABLES,
 )
 from ticklock.errors import StoreUnavailable
+from ticklock.ports import StoreConnection
 
 log = logging.getLogger("ticklock.store")
 
@@ -60,8 +61,9 @@ WAL_HURRY = WAL_BOUND // 4  # frames (~100 MB): a WAL longer than this is checkp
 TRUNCATE_WAIT_MS = 50  # the truncating checkpoint's wait for a reader or writer, at most; tried again later
 
 
-class Connection:
-    """The file, its write connection and a reader per thread; every part of the store builds on it."""
+class Connection(StoreConnection):
+    """The file, its write connection and a reader per thread; every part of the store builds on it. The
+    ``StoreConnection`` role (``ping``, ``close``)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Executions: read them and prune the old ones."""
+"""The ``ExecutionStore`` role: read executions and prune the old ones."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from ticklock.adapters.store.sqlite.rows import execution_from_row, from_us, us
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
 from ticklock.domain.jobs import Execution, Trigger
 from ticklock.errors import JobNotFound
+from ticklock.ports import ExecutionStore
 
 
-class Executions(Connection):
+class Executions(Connection, ExecutionStore):
     def get_execution(self, execution_id: str) -> Execution:
         row = self._read(
             lambda c: c.execute(f"SELECT {EXEC_COLUMNS} FROM executions WHERE id = ?", (execution_id,)).fetchone()

@@ -1,4 +1,4 @@
-"""Fires: claim the due jobs, start, take over and finish their executions, advance the jobs."""
+"""The ``FireStore`` role: claim the due jobs, start, take over and finish their executions, advance the jobs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
-from ticklock.ports import Completion, Started
+from ticklock.ports import Completion, FireStore, Started
 
 # A fire's statements, named so that bench/fire_path.py runs the very same text as its SQL floor.
 # The claim: the due jobs' leases taken and their due times moved past their leases, in one statement.
@@ -32,7 +32,7 @@ FINISH = (
 )
 
 
-class Fires(Connection):
+class Fires(Connection, FireStore):
     def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
         token = uuid.uuid4().hex
         with self._tx() as conn:

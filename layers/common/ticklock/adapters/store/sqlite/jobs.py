@@ -1,4 +1,5 @@
-"""Jobs: add, read, list by id (the engine's sweeps), change and delete them; listing.py is the jobs table."""
+"""The ``JobStore`` role: add, read, list by id (the engine's sweeps), change and delete jobs; the jobs
+table's pages and counts come from listing.py."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ticklock.adapters.records import open_alerts_text
-from ticklock.adapters.store.sqlite.connection import Connection
+from ticklock.adapters.store.sqlite.listing import Listing
 from ticklock.adapters.store.sqlite.rows import DEFINITION_COLUMNS, job_from_row, job_row, job_values
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS, JOB_SLOTS
 from ticklock.domain.jobs import Job, repeated_name
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
+from ticklock.ports import JobStore
 
 _INSERT_NEW = f"INSERT INTO jobs ({JOB_COLUMNS}) VALUES ({JOB_SLOTS}) ON CONFLICT (name) DO NOTHING"
 
 
-class Jobs(Connection):
+class Jobs(Listing, JobStore):
     def add_job(self, job: Job) -> Job:
         row = job_row(job, job.created_at)
         # a group commit: creates sent together (many API clients) share their transaction. A name taken

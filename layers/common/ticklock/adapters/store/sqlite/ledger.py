@@ -1,4 +1,4 @@
-"""The fire ledger on SQLite: the fires that did not run, one row per entry (a run of slots is one row)."""
+"""The ``LedgerStore`` role on SQLite: the fires that did not run, one row per entry (a run of slots is one row)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import MICROS, us
 from ticklock.adapters.store.sqlite.schema import LEDGER_COLUMNS
 from ticklock.domain.ledger import LedgerEntry
+from ticklock.ports import LedgerStore
 
 _SLOTS = ", ".join("?" * len(LEDGER_FIELDS))
 
 
-class Ledger(Connection):
+class Ledger(Connection, LedgerStore):
     def record_fire(self, entry: LedgerEntry) -> bool:
         values = ledger_record(entry, MICROS)
         values["capped"] = int(entry.capped)

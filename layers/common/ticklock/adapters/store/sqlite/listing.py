@@ -1,4 +1,5 @@
-"""The jobs table: a page of jobs by filters and order, and the counts by state (what the dashboard reads).
+"""The jobs table: a page of jobs by filters and order, and the counts by state (what the dashboard reads):
+the ``JobStore`` role's reads that jobs.py's ``Jobs`` inherits.
 
 Each read is one range of an index, whatever the number of jobs stored (``schema``'s docstring says which
 index serves which state): a listing filtered by a state names its index (``INDEXED BY``), so that no

@@ -1,8 +1,8 @@
-"""The Store's counts by state (``count_jobs``) stay exact through every kind of change a job goes through:
-created alone or in a batch, edited, paused, held, skipped and resumed through the service, claimed, run,
-advanced and finished on the fire path, alerts raised and cleared, deleted, and time passing a hold's end.
-After each change the counts are compared with a plain count over the whole listing (``job_state`` and
-``job_conditions`` of every job). Run unchanged on every adapter."""
+"""The ``JobStore`` role's counts by state (``count_jobs``) stay exact through every kind of change a job
+goes through: created alone or in a batch, edited, paused, held, skipped and resumed through the service,
+claimed, run, advanced and finished on the fire path, alerts raised and cleared, deleted, and time passing
+a hold's end. After each change the counts are compared with a plain count over the whole listing
+(``job_state`` and ``job_conditions`` of every job). Run unchanged on every adapter."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""The fire ledger's part of the Store port, on every adapter: an entry is written once whoever records it,
-listed by the window its slots meet, filtered, pruned with the executions, and gone with its job."""
+"""The ``LedgerStore`` role's contract (ticklock/ports.py), on every adapter: an entry is written once
+whoever records it, listed by the window its slots meet, filtered, pruned with the executions, and gone
+with its job."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-
-import pytest
 
 from tests.support.factories import T0, make_job
 from ticklock.domain.jobs import Trigger
@@ -83,51 +82,3 @@ def test_old_entries_are_pruned_with_the_executions_and_a_deleted_job_takes_its_
     assert [e.reason for e in store.list_fires(job.id, start=T0, end=T0 + timedelta(days=1))] == [Reason.COLLAPSED]
     store.delete_job(job.id)
     assert store.list_fires(None, start=T0, end=T0 + timedelta(days=1)) == []
-
-
-def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
-    from tests.support.factories import make_execution
-    from ticklock.domain.jobs import Fire
-
-    job = store.add_job(make_job())
-    fires = [Fire(job, T0 + timedelta(seconds=s), Trigger.SCHEDULE, "t") for s in (0, 10, 20, 30)]
-    for fire in fires:
-        store.start_execution(make_execution(fire))
-    found = store.execution_for(job.id, Trigger.SCHEDULE, fires[1].scheduled_at)
-    assert found is not None and found.scheduled_at == T0 + timedelta(seconds=10)
-    assert store.execution_for(job.id, Trigger.SCHEDULE, T0 + timedelta(seconds=5)) is None
-    window = store.executions_between(
-        job.id, start=T0 + timedelta(seconds=10), end=T0 + timedelta(seconds=20), limit=10
-    )
-    assert [int((e.scheduled_at - T0).total_seconds()) for e in window] == [20, 10]
-    newest = store.executions_between(job.id, start=T0, end=T0 + timedelta(minutes=1), limit=1)
-    assert [int((e.scheduled_at - T0).total_seconds()) for e in newest] == [30]
-    other = store.add_job(make_job(name="other"))
-    store.start_execution(make_execution(Fire(other, T0 + timedelta(seconds=15), Trigger.SCHEDULE, "t")))
-    every = store.executions_between(None, start=T0 + timedelta(seconds=5), end=T0 + timedelta(minutes=1), limit=10)
-    assert [int((e.scheduled_at - T0).total_seconds()) for e in every] == [30, 20, 15, 10]
-    assert store.executions_between(None, start=T0, end=T0 + timedelta(minutes=1), limit=10, statuses=["failed"]) == []
-    running = store.executions_between(
-        other.id, start=T0, end=T0 + timedelta(minutes=1), limit=10, statuses=["running"]
-    )
-    assert [e.job_id for e in running] == [other.id]
-
-
-def test_lags_are_each_runs_lag_newest_fire_first(store: Store) -> None:
-    """``Store.lags`` reads what ``Execution.lag`` says of each run (its start less its slot and jitter), in
-    the order and window ``executions_between`` reads them, without the rest of the execution."""
-    from tests.support.factories import make_execution
-    from ticklock.domain.jobs import Fire
-
-    job = store.add_job(make_job())
-    late = {0: 0.25, 10: 3.5, 20: 0.0, 30: 61.125}  # slot second -> how late it started
-    for second, after in late.items():
-        fire = Fire(job, T0 + timedelta(seconds=second), Trigger.SCHEDULE, "t")
-        run = make_execution(fire, started_at=fire.scheduled_at + timedelta(seconds=after))
-        store.start_execution(run.with_changes(jitter=0.125 if second == 10 else 0.0))
-    start, end = T0 + timedelta(seconds=5), T0 + timedelta(minutes=1)
-    assert store.lags(start=start, end=end, limit=10) == pytest.approx([61.125, 0.0, 3.375])
-    runs = store.executions_between(None, start=start, end=end, limit=10)
-    assert store.lags(start=start, end=end, limit=10) == pytest.approx([e.lag for e in runs])
-    assert store.lags(start=T0, end=T0 + timedelta(minutes=1), limit=2) == pytest.approx([61.125, 0.0])
-    assert store.lags(start=T0 + timedelta(hours=1), end=T0 + timedelta(hours=2), limit=10) == []

@@ -20,6 +20,8 @@ from ticklock.adapters.store.sqlite.schema import (
     INDEXES,
     REBUILT,
     SCHEMA_VERSION,
+    SEARCH,
+    SEARCH_TRIGGERS,
     TABLES,
 )
 from ticklock.errors import StoreUnavailable
@@ -138,6 +140,10 @@ class Connection(StoreConnection):
                 self._conn.execute(statement)
             if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs_counts'").fetchone():
                 for statement in COUNTER:
+                    self._conn.execute(statement)
+            triggers = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+            if not set(SEARCH_TRIGGERS) <= triggers:
+                for statement in SEARCH:
                     self._conn.execute(statement)
             for target, statements in BACKFILLS.items():
                 if 0 < version < target:  # a file written before: a new one has nothing to fill

@@ -4,7 +4,9 @@ the ``JobStore`` role's reads that jobs.py's ``Jobs`` inherits.
 Each read is one range of an index, whatever the number of jobs stored (``schema``'s docstring says which
 index serves which state): a listing filtered by a state names its index (``INDEXED BY``), so that no
 guess of the planner's walks a sort's index over every job looking for a few of them, and a page starts
-where the previous one ended by a row value (``(key, id) > (:value, :last_id)``), one seek deep or not.
+where the previous one ended by a row value (``(key, id) > (:value, :last_id)``), one seek deep or not. A
+search looks a rare word up in a trigram index and tests a common one on the jobs the order walks
+(``_searched``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ _INDEXES = {
     "failing": _family("jobs_failing"),
     "alerting": _family("jobs_raised"),
 }
+# the most jobs a search may name to be looked up in the search index: a page of those is sorted from all of
+# them, while a word more jobs hold is met soonest by walking the listing's order
+SEARCH_FEW = 5000
 # the filters no enabled job meets: a listing by next fire has nothing to look for among the enabled
 _NOT_ENABLED = ("paused", "disabled", "done")
 # the time a listing sorts by, where a job may have none: by next fire only an enabled job has one (a
@@ -63,8 +68,7 @@ class Listing(Connection):
         clauses: list[str] = []
         args: dict[str, Any] = {"now": us(query.at or utc_now())}
         if query.search:
-            clauses.append("(instr(lower(name), :search) > 0 OR instr(lower(handler), :search) > 0)")
-            args["search"] = query.search.lower()
+            clauses.append(self._searched(query.search, args))
         if query.handler is not None:
             clauses.append("handler = :handler")
             args["handler"] = query.handler
@@ -88,6 +92,20 @@ class Listing(Connection):
             clauses.append(f"{column} {'<' if query.descending else '>'} :value")  # id and name are unique
             args["value"] = query.after[0]
         return self._page(clauses, args, index, f"{column} {way}", limit)
+
+    def _searched(self, search: str, args: dict[str, Any]) -> str:
+        """The condition a search puts on a job. A word of three characters or more that few jobs hold is
+        looked up in the trigram index (``schema.SEARCH``); one that many hold, or a shorter one (which no
+        trigram holds), is tested on each job the listing's order walks, which finds a page of them soonest."""
+        args["search"] = search.lower()
+        if len(search) >= 3:
+            phrase = '"' + search.replace('"', '""') + '"'
+            sql = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs_search WHERE jobs_search MATCH ? LIMIT ?)"
+            held = self._read(lambda c: c.execute(sql, (phrase, SEARCH_FEW + 1)).fetchone()[0])
+            if held <= SEARCH_FEW:
+                args["phrase"] = phrase
+                return "rowid IN (SELECT rowid FROM jobs_search WHERE jobs_search MATCH :phrase)"
+        return "(instr(lower(name), :search) > 0 OR instr(lower(handler), :search) > 0)"
 
     def _by_time(
         self, query: JobQuery, clauses: list[str], args: dict[str, Any], index: str | None, limit: int

@@ -163,6 +163,29 @@ COUNTER = [
         UPDATE jobs_counts SET n = n - 1 WHERE state = 'total';
     END""",
 ]
+# The jobs table's search (``Store.find_jobs``' ``search``: a name or handler that contains it, whatever the
+# case): a trigram index of the two columns (SQLite's FTS5), which finds the jobs a rare word names without
+# reading every job; kept by the file itself on each insert, delete and rename, whoever writes them. Its rows
+# are the jobs' rowids, which VACUUM keeps for this table (``test_sqlite_search``). Made and filled once, when
+# the file lacks it (in the migration's transaction), or lacks one of its triggers.
+SEARCH = [
+    "DROP TABLE IF EXISTS jobs_search",
+    """CREATE VIRTUAL TABLE jobs_search USING fts5(
+        name, handler, content='jobs', content_rowid='rowid', tokenize='trigram'
+    )""",
+    "INSERT INTO jobs_search (jobs_search) VALUES ('rebuild')",
+    """CREATE TRIGGER IF NOT EXISTS jobs_search_added AFTER INSERT ON jobs BEGIN
+        INSERT INTO jobs_search (rowid, name, handler) VALUES (new.rowid, new.name, new.handler);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS jobs_search_deleted AFTER DELETE ON jobs BEGIN
+        INSERT INTO jobs_search (jobs_search, rowid, name, handler) VALUES ('delete', old.rowid, old.name, old.handler);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS jobs_search_renamed AFTER UPDATE OF name, handler ON jobs BEGIN
+        INSERT INTO jobs_search (jobs_search, rowid, name, handler) VALUES ('delete', old.rowid, old.name, old.handler);
+        INSERT INTO jobs_search (rowid, name, handler) VALUES (new.rowid, new.name, new.handler);
+    END""",
+]
+SEARCH_TRIGGERS = ("jobs_search_added", "jobs_search_deleted", "jobs_search_renamed")
 # the columns added since the first schema, by version: a file written before one gains it when opened
 ADDED_COLUMNS = [
     ("jobs", "disabled_reason", "TEXT"),  # 2

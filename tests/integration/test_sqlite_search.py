@@ -7,6 +7,7 @@ that lacks it, and VACUUM."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,9 +44,9 @@ def paged(store: SQLiteStore, search: str, sort: str, limit: int = 7) -> list[st
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SQLiteStore:
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
     made = SQLiteStore(tmp_path / "search.db")
-    yield made  # type: ignore[misc]
+    yield made
     made.close()
 
 

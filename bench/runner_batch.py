@@ -16,7 +16,9 @@ batch's handling and the five steps, not the JSON formatter.
 Two modes, because powertools' async batch processor runs its event loop two ways: **Lambda** sets
 ``LAMBDA_TASK_ROOT`` as the Lambda runtime does (one event loop kept for the environment); **outside
 Lambda** leaves it unset (``asyncio.run``: a new loop per batch, as in the tests and the in-process
-harness of ``bench/lambda_shape.py``). Rounds alternate the variants. Nothing here asserts.
+harness of ``bench/lambda_shape.py``). Each mode is also run with ``runner.run`` replaced by a no-op: the
+batch's machinery alone (decoding, threads, the answer), without the store's noise. Rounds alternate the
+variants. Nothing here asserts.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,7 @@ CHILD_TIMEOUT = 900
 
 
 # -- the child: one variant, one mode -----------------------------------------------------------------------
-def child(batches: int, warmup: int) -> None:
+def child(batches: int, warmup: int, *, stub: bool) -> None:
     sys.path.insert(0, str(REPO))
     from tests.support.factories import make_job
     from tests.support.lambda_sqs import sqs_event
@@ -82,6 +85,12 @@ def child(batches: int, warmup: int) -> None:
         register_builtin(registry)
         registry.register("bench.quick", quick)
         box = aws.build(settings, registry=registry)
+        if stub:  # the batch's machinery alone: each record decoded and handed to a runner that only notes it
+
+            def noted(fire: Fire) -> Any:
+                ran.append(fire.job.id)
+
+            box.runner.run = noted  # type: ignore[method-assign]
         total = (batches + warmup) * RECORDS
         now = box.clock.now()
         for i in range(total):
@@ -115,60 +124,79 @@ def child(batches: int, warmup: int) -> None:
 
 
 # -- the parent: variants side by side ----------------------------------------------------------------------
-def run_child(tree: Path, lambda_mode: bool, batches: int, warmup: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Variant:
+    code: str  # "this checkout" or "before"
+    tree: Path
+    lambda_mode: bool
+    stub: bool
+
+    def key(self) -> tuple[bool, bool]:
+        return self.lambda_mode, self.stub
+
+
+def run_child(variant: Variant, batches: int, warmup: int) -> dict[str, Any]:
     drop = ("TICKLOCK_", "AWS_", "POWERTOOLS_", "PYTHON", "LAMBDA_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env["PYTHONPATH"] = str(tree / "layers" / "common")
+    env["PYTHONPATH"] = str(variant.tree / "layers" / "common")
     env["AWS_DEFAULT_REGION"] = "us-east-1"
-    if lambda_mode:
-        env["LAMBDA_TASK_ROOT"] = str(tree / "functions" / "runner")
+    if variant.lambda_mode:
+        env["LAMBDA_TASK_ROOT"] = str(variant.tree / "functions" / "runner")
     argv = [sys.executable, __file__, "--child", "--batches", str(batches), "--warmup", str(warmup)]
+    argv += ["--stub"] if variant.stub else []
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
     if proc.returncode != 0 or not lines:
-        raise SystemExit(f"bench: the child on {tree} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"bench: the child {variant} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     data: dict[str, Any] = json.loads(lines[-1].removeprefix(MARK))
     if data["failed"] or data["ran"] != data["total"]:
-        raise SystemExit(f"bench: the child on {tree} ran {data['ran']} of {data['total']}, {data['failed']} failed")
+        raise SystemExit(f"bench: the child {variant} ran {data['ran']} of {data['total']}, {data['failed']} failed")
     return data
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, help="a checkout to time beside this one (its layers/common)")
-    parser.add_argument("--batches", type=int, default=200, help="timed batches of ten per child (default 200)")
+    parser.add_argument("--batches", type=int, default=150, help="timed batches of ten per child (default 150)")
     parser.add_argument("--warmup", type=int, default=5, help="batches run first, not timed (default 5)")
-    parser.add_argument("--rounds", type=int, default=3, help="children per variant, alternated (default 3)")
+    parser.add_argument("--rounds", type=int, default=6, help="children per variant, alternated (default 6)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.batches, args.warmup)
+        child(args.batches, args.warmup, stub=args.stub)
         return
     if args.before is not None and not (args.before / "layers" / "common" / "ticklock").is_dir():
         raise SystemExit(f"bench: {args.before} has no layers/common/ticklock")
-    trees = [("this checkout", REPO)] + ([(f"before ({args.before})", args.before)] if args.before else [])
-    variants = [(name, tree, mode) for name, tree in trees for mode in (True, False)]
-    results: dict[tuple[str, bool], dict[str, list[float]]] = {(n, m): {"cpu": [], "wall": []} for n, _, m in variants}
+    trees = [("this checkout", REPO)] + ([("before", args.before)] if args.before else [])
+    variants = [
+        Variant(code, tree, lambda_mode, stub)
+        for stub in (False, True)
+        for lambda_mode in (True, False)
+        for code, tree in trees
+    ]
+    cpu: dict[Variant, list[float]] = {v: [] for v in variants}
+    wall: dict[Variant, list[float]] = {v: [] for v in variants}
     for round_ in range(args.rounds):
-        for name, tree, mode in variants if round_ % 2 == 0 else reversed(variants):
-            data = run_child(tree, mode, args.batches, args.warmup)
-            results[(name, mode)]["cpu"] += data["cpu"]
-            results[(name, mode)]["wall"] += data["wall"]
+        for variant in variants if round_ % 2 == 0 else reversed(variants):
+            data = run_child(variant, args.batches, args.warmup)
+            cpu[variant] += data["cpu"]
+            wall[variant] += data["wall"]
     print(f"\nrun_batch, {RECORDS} records of a quick handler a batch, SQLite, in-process; {args.rounds} rounds x "
-          f"{args.batches} batches per row; Python {platform.python_version()}, {os.cpu_count()} CPUs\n")  # fmt: skip
-    print("| code | mode | CPU per batch, median | mean | CPU per record (median) | wall per batch, median "
-          "| CPU vs before, same mode |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for name, _, mode in variants:
-        cpu = results[(name, mode)]["cpu"]
-        wall = results[(name, mode)]["wall"]
-        ratio = ""
-        if args.before is not None and name == trees[0][0]:
-            ratio = f"{statistics.median(cpu) / statistics.median(results[(trees[1][0], mode)]['cpu']):.2f}x"
+          f"{args.batches} batches per row; Python {platform.python_version()}, {os.cpu_count()} CPUs"
+          + (f"; before = {args.before}" if args.before else "") + "\n")  # fmt: skip
+    print("| records | mode | code | CPU per batch, median | mean | CPU per record (median) | wall per batch, "
+          "median | CPU vs before |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for variant in variants:
+        median = statistics.median(cpu[variant])
+        before = next((v for v in variants if v.code == "before" and v.key() == variant.key()), None)
+        ratio = f"{median / statistics.median(cpu[before]):.2f}x" if before and before != variant else ""
         print(
-            f"| {name} | {'Lambda' if mode else 'outside Lambda'} | {statistics.median(cpu) * 1e3:.2f} ms "
-            f"| {statistics.mean(cpu) * 1e3:.2f} ms | {statistics.median(cpu) / RECORDS * 1e6:.0f} µs "
-            f"| {statistics.median(wall) * 1e3:.2f} ms | {ratio} |"
+            f"| {'runner.run a no-op' if variant.stub else 'the five steps'} "
+            f"| {'Lambda' if variant.lambda_mode else 'outside Lambda'} | {variant.code} | {median * 1e3:.2f} ms "
+            f"| {statistics.mean(cpu[variant]) * 1e3:.2f} ms | {median / RECORDS * 1e6:.0f} µs "
+            f"| {statistics.median(wall[variant]) * 1e3:.2f} ms | {ratio} |"
         )
 
 

@@ -11,6 +11,7 @@ failing is recorded as LOST on its last delivery and then dead-lettered by SQS.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -20,6 +21,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
@@ -210,59 +213,33 @@ def tick(context: Any, box: Container, *, loop: TickLoop | None = None) -> dict[
 
 # -- runner -------------------------------------------------------------------------------------------------
 def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, Any]:
-    """Run an SQS batch of fires, each record on its own thread (so the runner's timeout bounds one job,
-    not a batch of them), and answer Lambda's partial batch response: a record that raised is listed in
-    ``batchItemFailures``, SQS delivers it again, and the others are not re-run. On its last delivery
-    (``TICKLOCK_MAX_RECEIVES``, the queue's maxReceiveCount) a failing fire is first recorded as LOST and
-    its job advanced, then dead-lettered. A skip is a success: the fire was handled.
+    """Run an SQS batch of fires through powertools' batch processor, which answers Lambda's partial batch
+    response: a record that raised is listed in ``batchItemFailures``, SQS delivers it again, and the others
+    are not re-run. On its last delivery (``TICKLOCK_MAX_RECEIVES``, the queue's maxReceiveCount) a failing
+    fire is first recorded as LOST and its job advanced, then dead-lettered. A skip is a success: the fire
+    was handled.
 
-    A batch whose records all failed is reported record by record too (SQS treats it as a failed
-    invocation), so every failure goes through the same receive-count rule. (powertools' batch processor
-    did the same through an event loop of its own per batch, ~3 ms of CPU per batch: a third of a
-    record's whole cost at ten records a batch.)"""
-    max_receives = box.settings.max_receives
-
-    def process(record: dict[str, Any]) -> None:
-        _thread_keys(message_id=record.get("messageId", ""))
-        try:
-            body = record.get("body") or ""
-            try:
-                fire = decode_fire(body)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.error("fire.undecodable", extra={"error": str(exc), "body": body[:200]})
-                raise
-            _thread_keys(job_id=fire.job.id, fire_time=fire.scheduled_at.isoformat())
-            early = (fire.due - box.clock.now()).total_seconds()
-            if 0 < early <= 2 * SEND_AHEAD:  # sent ahead: start it on time (a larger gap is clock skew)
-                box.clock.sleep(early)
-            try:
-                box.runner.run(fire)
-            except Exception as exc:
-                deliveries = _deliveries(record)
-                log.exception("fire.failed", extra={"deliveries": deliveries, "max_receives": max_receives})
-                if deliveries >= max_receives:
-                    error = f"dead-lettered after {deliveries} deliveries: {type(exc).__name__}: {exc}"
-                    try:
-                        box.runner.give_up(fire, error)
-                    except Exception as inner:  # noqa: BLE001 - the claim's lease runs out and it is claimed again
-                        log.error("fire.give_up_failed", extra={"error": str(inner)})
-                raise
-        finally:
-            _clear_thread_keys()
-
+    The async processor awaits every record at once, each on a thread of ``box.pool``, so the runner's
+    timeout bounds one job, not a batch of them. A batch whose records all failed is reported record by
+    record too (``raise_on_entire_batch_failure=False``), so every failure goes through the same
+    receive-count rule."""
     try:
-        failures: list[dict[str, str]] = []
-        running = []
-        for record in event.get("Records") or []:
+        if not event.get("Records"):  # a warm-up invocation: the processor refuses an event without records
+            return {"batchItemFailures": []}
+
+        async def record_handler(record: SQSRecord) -> None:
+            # the container's pool: asyncio's default one has min(32, cpus + 4) threads, 6 on a 2-vCPU
+            # Lambda, which would hold the rest of a batch of 10 behind six long jobs
             try:
-                running.append((record, box.pool.submit(process, record)))
+                running = asyncio.get_running_loop().run_in_executor(box.pool, _run_record, record, box)
             except RuntimeError as exc:  # the pool is shut down: this record comes back, the others go on
-                log.error("fire.not_started", extra={"error": str(exc), "message_id": record.get("messageId")})
-                failures.append({"itemIdentifier": record.get("messageId", "")})
-        for record, future in running:
-            if future.exception() is not None:  # logged by ``process``
-                failures.append({"itemIdentifier": record.get("messageId", "")})
-        return {"batchItemFailures": failures}
+                log.error("fire.not_started", extra={"error": str(exc), "message_id": record.message_id})
+                raise
+            await running
+
+        # one processor per invocation: it holds the batch's results, and tests run batches side by side
+        processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        return dict(async_process_partial_response(event, record_handler, processor, context))
     finally:
         box.runner.tally.flush()  # the invocation's fires, in one line (TICKLOCK_FIRE_LOG=summary)
         box.publisher.flush(2.0)
@@ -271,7 +248,37 @@ def run_batch(event: dict[str, Any], context: Any, box: Container) -> dict[str, 
         box.metrics.flush()
 
 
-def _deliveries(record: dict[str, Any]) -> int:
+def _run_record(record: SQSRecord, box: Container) -> None:
+    """One record, on a thread of its own: decode its fire, wait for its time, run it; raise if it failed."""
+    _thread_keys(message_id=record.message_id)
+    try:
+        body = record.get("body") or ""
+        try:
+            fire = decode_fire(body)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("fire.undecodable", extra={"error": str(exc), "body": body[:200]})
+            raise
+        _thread_keys(job_id=fire.job.id, fire_time=fire.scheduled_at.isoformat())
+        early = (fire.due - box.clock.now()).total_seconds()
+        if 0 < early <= 2 * SEND_AHEAD:  # sent ahead: start it on time (a larger gap is clock skew)
+            box.clock.sleep(early)
+        try:
+            box.runner.run(fire)
+        except Exception as exc:
+            deliveries, max_receives = _deliveries(record), box.settings.max_receives
+            log.exception("fire.failed", extra={"deliveries": deliveries, "max_receives": max_receives})
+            if deliveries >= max_receives:
+                error = f"dead-lettered after {deliveries} deliveries: {type(exc).__name__}: {exc}"
+                try:
+                    box.runner.give_up(fire, error)
+                except Exception as inner:  # noqa: BLE001 - the claim's lease runs out and it is claimed again
+                    log.error("fire.give_up_failed", extra={"error": str(inner)})
+            raise
+    finally:
+        _clear_thread_keys()
+
+
+def _deliveries(record: SQSRecord) -> int:
     try:
         return int((record.get("attributes") or {}).get("ApproximateReceiveCount") or 1)
     except (TypeError, ValueError):

@@ -19,8 +19,8 @@ from tests.support.recorders import RecordingPublisher
 from ticklock.adapters.email.smtp import SMTPSender
 from ticklock.adapters.webhook import HttpWebhook
 from ticklock.domain.alerts import Alerts, Destinations, Outbox
-from ticklock.domain.handlers import HandlerContext
 from ticklock.domain.jobs import AlertRules, Job
+from ticklock.handlers.contract import HandlerContext
 from ticklock.ports import Store
 
 SECRET = "alert-key"

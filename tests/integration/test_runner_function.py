@@ -17,7 +17,7 @@ from ticklock.clock import SystemClock
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.handlers.builtin import register as register_builtin
-from ticklock.handlers.registry import Registry
+from ticklock.handlers.contract import Registry
 from ticklock.runtimes.aws import build, run_batch
 from ticklock.settings import Settings
 

@@ -82,9 +82,9 @@ def wait_up(port: int) -> None:
 def seed(db: Path) -> list[str]:
     from ticklock.adapters.store.sqlite import SQLiteStore
     from ticklock.clock import SystemClock
-    from ticklock.domain.handlers import Registry
     from ticklock.domain.schedules import IntervalSchedule
     from ticklock.domain.service import JobService, JobSpec
+    from ticklock.handlers.contract import Registry
     from ticklock.runtimes.plugins import register_all
 
     store = SQLiteStore(db)

@@ -54,11 +54,11 @@ from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.adapters.store.sqlite.fires import ADVANCE_COUNTED, CLAIM, FINISH, START
 from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, us
 from ticklock.clock import FakeClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.ids import new_id
 from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger, fire_key
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.handlers.builtin import register
+from ticklock.handlers.contract import Registry
 from ticklock.runtimes.wiring import build_publisher, build_runner
 from ticklock.settings import Settings
 

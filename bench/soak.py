@@ -43,10 +43,10 @@ from fires import STARTUP_ALLOWANCE, _job, run_service, ticklock_command
 
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import SystemClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Job, Overlap, Policy
 from ticklock.domain.schedules import CronSchedule
 from ticklock.domain.service import JobService
+from ticklock.handlers.contract import Registry
 
 PERIOD = 5  # seconds between a job's fires
 SCHEDULE = CronSchedule("*/5 * * * * *")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ticklock.domain.handlers import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 
 
 def wait(ctx: HandlerContext) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 root = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(root)]  # pytest's pythonpath = ["."]
 
-from ticklock.plugin import discover  # noqa: E402 - after the path is what the suite's is
+from ticklock.handlers.plugin import discover  # noqa: E402 - after the path is what the suite's is
 
 found = [p.name for p in discover()]
 problems = []

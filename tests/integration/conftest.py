@@ -23,7 +23,7 @@ from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.handlers.builtin import register as register_builtin
-from ticklock.handlers.registry import Registry
+from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
 

@@ -18,9 +18,10 @@ from tests.support.receivers import receivers as start_receivers
 from tests.support.recorders import RecordingPublisher
 from ticklock.adapters.email.smtp import SMTPSender
 from ticklock.adapters.webhook import HttpWebhook
-from ticklock.domain.alerts import Alerts, Destinations, Outbox
-from ticklock.domain.handlers import HandlerContext
+from ticklock.domain.alerts import Alerts, Destinations
 from ticklock.domain.jobs import AlertRules, Job
+from ticklock.engine.outbox import Outbox
+from ticklock.handlers.contract import HandlerContext
 from ticklock.ports import Store
 
 SECRET = "alert-key"
@@ -168,7 +169,7 @@ def test_three_replicas_judging_at_once_raise_each_alert_once(
 
 
 def test_a_delivery_that_fails_is_tried_again_then_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ticklock.domain import alerts as module
+    from ticklock.engine import outbox as module
 
     monkeypatch.setattr(module, "RETRY_WAITS", (0.01, 0.01, 0.01))
     calls: list[dict[str, Any]] = []
@@ -193,7 +194,7 @@ def test_a_delivery_that_fails_is_tried_again_then_given_up(monkeypatch: pytest.
 
 
 def test_one_destinations_deliveries_keep_their_order_through_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ticklock.domain import alerts as module
+    from ticklock.engine import outbox as module
 
     monkeypatch.setattr(module, "RETRY_WAITS", (0.05, 0.05))
     got: list[tuple[str, Any]] = []

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 
 from tests.support.engine import Engine, T
-from ticklock.domain.handlers import HandlerContext
 from ticklock.domain.jobs import ExecutionStatus, Job, Trigger
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConflictError, InvalidJob
+from ticklock.handlers.contract import HandlerContext
 
 
 def _runs(engine: Engine, job: Job) -> list[tuple[str, int]]:

@@ -37,7 +37,7 @@ from ticklock.domain.jobs import Execution, ExecutionStatus, Overlap, Policy, Tr
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.handlers.builtin import register as register_builtin
-from ticklock.handlers.registry import Registry
+from ticklock.handlers.contract import Registry
 from ticklock.runtimes import aws
 from ticklock.settings import Settings
 

@@ -11,11 +11,11 @@ from tests.support.engine import EVERY_10, Engine, T
 from tests.support.factories import make_execution, make_job
 from tests.support.recorders import DownLocker
 from ticklock.adapters.lock.local import LocalLocker
-from ticklock.domain.handlers import HandlerContext
 from ticklock.domain.jobs import Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
 from ticklock.domain.lifecycle import LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
+from ticklock.handlers.contract import HandlerContext
 
 
 def test_slots_that_passed_while_the_fire_was_late_are_missed_as_collapsed(engine: Engine) -> None:

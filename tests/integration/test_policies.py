@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from tests.support.engine import Engine, T
-from ticklock.domain.handlers import HandlerContext
 from ticklock.domain.jobs import BUFFER_ALL_CAP, Execution, ExecutionStatus, Fire, Job, Overlap, Policy
 from ticklock.domain.lifecycle import SkipReason
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.errors import StoreUnavailable
+from ticklock.handlers.contract import HandlerContext
 from ticklock.ports import Store
 
 

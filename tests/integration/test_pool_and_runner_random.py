@@ -73,10 +73,10 @@ from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 from ticklock.adapters.store.sqlite.rows import us
 from ticklock.clock import SystemClock, to_ms
-from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.domain.jobs import Fire, Job, Policy
 from ticklock.domain.schedules import IntervalSchedule, OnceSchedule
 from ticklock.errors import TicklockError
+from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.runtimes.local import LocalService
 from ticklock.settings import Settings
 

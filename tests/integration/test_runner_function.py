@@ -19,7 +19,7 @@ from ticklock.clock import Clock, FakeClock, SystemClock
 from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import ExecutionStatus
 from ticklock.handlers.builtin import register as register_builtin
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.runtimes.aws import SEND_AHEAD, Container, build, run_batch
 from ticklock.settings import Settings
 

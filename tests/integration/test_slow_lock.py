@@ -29,7 +29,7 @@ from tests.support.waiting import wait_until
 from ticklock.adapters.queue.local import BATCH
 from ticklock.domain.schedules import CronSchedule
 from ticklock.handlers.builtin import register as register_builtin
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.runtimes.local import LocalService
 from ticklock.settings import Settings
 

@@ -20,7 +20,7 @@ from tests.support.servers import free_port
 from ticklock.adapters.webhook import HttpWebhook, webhook_from
 from ticklock.adapters.webhook.http import signature
 from ticklock.errors import WebhookUnavailable
-from ticklock.plugin import Context, Plugin, Registry
+from ticklock.handlers.plugin import Context, Plugin, Registry
 from ticklock.runtimes.plugins import Plugins
 from ticklock.settings import Settings
 

@@ -1,6 +1,6 @@
 """A plug-in that registers 'noop' a second time: boot must fail."""
 
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 
 
 def register(registry: Registry) -> None:

@@ -10,11 +10,11 @@ from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.alerts import Alerts
-from ticklock.domain.handlers import HandlerContext, Registry
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job, Policy
 from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.schedules import CronSchedule, Schedule
+from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.ports import Locker, Store
 
 T = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a slot of every schedule below

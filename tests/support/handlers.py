@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 
 
 def _record(ctx: HandlerContext) -> None:

@@ -160,7 +160,7 @@ def _settings(spec: dict[str, Any], owner: str) -> Any:
 def _container(spec: dict[str, Any], owner: str) -> Any:
     from tests.support import handlers
     from ticklock.handlers.builtin import register as register_builtin
-    from ticklock.handlers.registry import Registry
+    from ticklock.handlers.contract import Registry
     from ticklock.runtimes import aws
 
     registry = Registry()

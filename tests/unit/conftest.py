@@ -21,7 +21,7 @@ from ticklock.clock import FakeClock
 from ticklock.domain.invoke import Invoker
 from ticklock.domain.service import JobService, Limits
 from ticklock.handlers import builtin
-from ticklock.handlers.registry import HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.runtimes.plugins import register_all
 
 API_START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -17,8 +17,8 @@ from ticklock.api.http import Reply, Request
 from ticklock.api.routes import ApiDeps
 from ticklock.api.server import OncePerMinute
 from ticklock.clock import SystemClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.service import JobService
+from ticklock.handlers.contract import Registry
 from ticklock.runtimes.plugins import register_all
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

@@ -50,11 +50,11 @@ def test_ids_made_in_threads_at_once_never_repeat() -> None:
 
 
 def test_a_forked_child_draws_ids_of_its_own() -> None:
-    """Each thread reads random bytes from the OS in pools: a forked child must not go on with the
-    parent's pool, or its next id would be the parent's next id."""
+    """A forked child must not go on with any random state of the parent's, or its next id would be the
+    parent's next id."""
     import os
 
-    new_id()  # this thread's pool is filled
+    new_id()  # whatever state making an id leaves is made before the fork
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child
@@ -74,7 +74,7 @@ def test_tokens_are_24_hex_digits_and_never_repeat_across_threads() -> None:
 
     def token() -> str:
         made = new_token()
-        new_id()  # ids drawn from the same pool between tokens
+        new_id()  # ids drawn from the same source between tokens
         return made
 
     tokens = made_in_threads(token, 8, 5000)

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.support import waiting
 from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
-from ticklock.handlers.registry import Handler, HandlerContext, HandlerFunc
+from ticklock.handlers.contract import Handler, HandlerContext, HandlerFunc
 
 CtxFactory = Callable[..., HandlerContext]
 

@@ -1,4 +1,4 @@
-"""The plug-in contract (``ticklock.plugin``) from the engine's side, with plug-ins written here: their
+"""The plug-in contract (``ticklock.handlers.plugin``) from the engine's side, with plug-ins written here: their
 settings in a section of their own (flags, defaults, bad values, secrets, older names with a warning),
 discovery and its errors, registration, system jobs seeded, and health checks in ``/health``."""
 
@@ -22,12 +22,12 @@ from ticklock.api.http import Request
 from ticklock.api.routes import ApiDeps
 from ticklock.cli import main
 from ticklock.clock import SystemClock
-from ticklock.domain.handlers import FireLogger
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConfigError
 from ticklock.handlers import builtin
-from ticklock.plugin import (
+from ticklock.handlers.contract import FireLogger
+from ticklock.handlers.plugin import (
     Context,
     HandlerContext,
     HealthCheck,
@@ -175,7 +175,7 @@ def write(folder: Path, name: str, body: str) -> None:
 
 PLUGIN_MODULE = """
     from dataclasses import dataclass
-    from ticklock.plugin import Plugin, Setting, text
+    from ticklock.handlers.plugin import Plugin, Setting, text
 
     @dataclass(frozen=True)
     class Config:
@@ -210,7 +210,8 @@ def test_a_module_may_name_a_plugin_object_with_settings(modules: Path, capsys: 
     [
         ("plugin = 42\n", "is not a ticklock.plugin.Plugin (got int)"),
         (
-            "from ticklock.plugin import Plugin\nplugin = Plugin(name='Bad-Name', register=lambda r, c: None)\n",
+            "from ticklock.handlers.plugin import Plugin\n"
+            "plugin = Plugin(name='Bad-Name', register=lambda r, c: None)\n",
             "a plug-in's name is lower case letters, digits and _, got 'Bad-Name'",
         ),
         (
@@ -218,7 +219,7 @@ def test_a_module_may_name_a_plugin_object_with_settings(modules: Path, capsys: 
             "its config's fields ['extra', 'word'] are not its settings ['word']",
         ),
         (
-            "from ticklock.plugin import Plugin, Setting, text\n"
+            "from ticklock.handlers.plugin import Plugin, Setting, text\n"
             "s = Setting('a', '', text, 'twice')\n"
             "plugin = Plugin(name='twice', register=lambda r, c: None, settings=(s, s))\n",
             "plug-in 'twice' declares the setting 'a' twice",
@@ -464,6 +465,29 @@ def test_the_older_group_may_name_a_plugin_object_or_a_module(modules: Path) -> 
     (info / "entry_points.txt").write_text("[ticklock.handlers]\nwhole = tl_say_legacy\n")
     [whole] = [p for p in discover() if p.name == "say"]  # a module with a plugin object: that plug-in
     assert whole.origin.startswith("handler plug-in 'whole'")
+
+
+OLDER_PATHS_MODULE = """
+    from ticklock.handlers.registry import HandlerContext, Registry
+    from ticklock.plugin import Context, Plugin, Setting, text
+
+    def register(registry: Registry, context: Context[str]) -> None:
+        def say(ctx: HandlerContext) -> None:
+            '''Says the word.'''
+        registry.register("old." + context.config, say)
+
+    plugin = Plugin(name="old", register=register, settings=(Setting("word", "hi", text, "the word"),),
+                    config=lambda word: word)
+"""
+
+
+def test_a_plugin_written_against_the_older_import_paths_still_loads(modules: Path) -> None:
+    """``ticklock.plugin`` and ``ticklock.handlers.registry`` were the contract's paths before it had one
+    home in ``ticklock.handlers``: plug-ins installed in the wild import them."""
+    write(modules, "tl_old_paths", OLDER_PATHS_MODULE)
+    [found] = [p for p in discover(("tl_old_paths",)) if p.name == "old"]
+    settings = Settings.load(environ={"TICKLOCK_OLD_WORD": "hello"}, plugins=(found,))
+    assert Plugins(settings).registry().names() == ["old.hello"]
 
 
 def test_health_asks_every_check_at_once(tmp_path: Path) -> None:

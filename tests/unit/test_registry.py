@@ -12,7 +12,8 @@ import pytest
 
 from ticklock.errors import ConfigError, DuplicateHandler
 from ticklock.handlers import builtin
-from ticklock.handlers.registry import ENTRY_POINT_GROUP, HandlerContext, Registry
+from ticklock.handlers.contract import HandlerContext, Registry
+from ticklock.handlers.plugin import LEGACY_GROUP
 from ticklock.runtimes.plugins import register_all
 
 
@@ -50,7 +51,7 @@ def write_distribution(folder: Path, dist: str, entry_points: dict[str, str], mo
     info = folder / f"{dist}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    lines = [f"[{ENTRY_POINT_GROUP}]", *(f"{name} = {target}" for name, target in entry_points.items())]
+    lines = [f"[{LEGACY_GROUP}]", *(f"{name} = {target}" for name, target in entry_points.items())]
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
     write_module(folder, module, body)
 

@@ -19,7 +19,7 @@ from ticklock.domain.schedules import (
     check_new_timezone,
 )
 from ticklock.errors import ConfigError, HandlerError, InvalidJob, StoreUnavailable
-from ticklock.plugin import Plugin, Setting, discover, names
+from ticklock.handlers.plugin import Plugin, Setting, discover, names
 from ticklock.settings import Settings, every_setting, markdown_table
 
 EXIT_CONFIG = 2

@@ -423,3 +423,24 @@ class WebhookSender(Protocol):
         ``WebhookUnavailable`` (the caller keeps it to try again). Raises ``ValueError`` for a URL that is
         not http(s)."""
         ...
+
+
+class Outbox(Protocol):
+    """Where alerts go out to webhooks and mailboxes without making anyone wait: each delivery is tried in
+    the background until it is taken. Implementation: ``engine/outbox.py``."""
+
+    def post(self, url: str, document: Mapping[str, Any]) -> None:
+        """Deliver ``document`` to the webhook at ``url`` (through the ``WebhookSender``; nothing without one)."""
+        ...
+
+    def mail(self, to: str, subject: str, body: str) -> None:
+        """Deliver an email to ``to`` (through the ``EmailSender``; nothing without one)."""
+        ...
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every delivery to be made or given up; True if none is left."""
+        ...
+
+    def close(self) -> None:
+        """Stop delivering; what still waits for a retry is dropped (and logged)."""
+        ...

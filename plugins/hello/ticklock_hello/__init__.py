@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticklock.plugin import Context, HandlerContext, HealthCheck, Plugin, Registry, Setting, SystemJob, text
+from ticklock.handlers.plugin import Context, HandlerContext, HealthCheck, Plugin, Registry, Setting, SystemJob, text
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticklock.plugin import (
+from ticklock.handlers.plugin import (
     Context,
     EngineSettings,
     HealthCheck,

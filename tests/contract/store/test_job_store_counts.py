@@ -14,12 +14,12 @@ import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.clock import FakeClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import ExecutionStatus, Fire, Hold, HoldKind, Job, Trigger
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.domain.states import JOB_FILTERS, job_conditions, job_state
 from ticklock.errors import TicklockError
+from ticklock.handlers.contract import Registry
 from ticklock.ports import JobQuery, Store
 
 STATUSES = [ExecutionStatus.SUCCESS, ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.LOST]

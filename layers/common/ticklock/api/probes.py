@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ticklock.errors import StoreUnavailable
-from ticklock.plugin import HealthCheck
+from ticklock.handlers.plugin import HealthCheck
 from ticklock.ports import StoreConnection
 
 HEALTH_TIMEOUT = 1.0  # seconds /health waits for the store before it says "unavailable"

@@ -42,7 +42,7 @@ from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import MAX_BATCH, JobService
 from ticklock.domain.upcoming import coming_fires
 from ticklock.domain.words import describe
-from ticklock.plugin import HealthCheck
+from ticklock.handlers.plugin import HealthCheck
 
 FINAL_STATUSES = tuple(s.value for s in ExecutionStatus if s.final)
 # JobBatchOut as plain dicts: the same bytes as the model gives (a test compares them), without building it

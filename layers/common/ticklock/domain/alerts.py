@@ -15,31 +15,27 @@ holds raises an alert once, and clears it once when it stops holding:
 
 Each change goes to the event bus (``job.alert.raised`` / ``job.alert.cleared``), to the job's webhook
 (a signed JSON POST, through the ``WebhookSender`` port) and to its email address (the ``EmailSender``
-port), either defaulting to the deployment's. Deliveries are retried in the background (``Outbox``:
-after 1, 2, 4, 8 and 16 s), and ``flush`` waits for them at the end of a Lambda invocation or a shutdown.
+port), either defaulting to the deployment's. Deliveries are retried in the background by an ``Outbox``
+(the port; ``ticklock.engine.outbox`` is the one), and ``flush`` waits for them at the end of a Lambda
+invocation or a shutdown.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger
 from ticklock.errors import JobNotFound
-from ticklock.ports import EmailSender, ExecutionStore, JobStore, Publisher, WebhookSender
+from ticklock.ports import ExecutionStore, JobStore, Outbox, Publisher
 
 log = logging.getLogger("ticklock.alerts")
-RETRY_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds between tries of one delivery
 CAS_TRIES = 5
-MAX_SENDING = 8  # webhook calls and emails in flight at once
 PAGE = 500  # jobs one check reads at a time
 
 
@@ -76,93 +72,6 @@ class Destinations:
 
     webhook: str | None = None
     email: str | None = None
-
-
-class Outbox:
-    """Webhook calls and emails, each tried until it is taken (RETRY_WAITS), on a thread of its own with
-    its own event loop, so that no run and no tick waits on a receiver."""
-
-    def __init__(self, webhook: WebhookSender | None, email: EmailSender | None) -> None:
-        self.webhook = webhook
-        self.email = email
-        self._loop: asyncio.AbstractEventLoop | None = None  # made on the first delivery
-        self._thread: threading.Thread | None = None
-        self._pending = 0
-        self._idle = threading.Condition()
-        self._sending: asyncio.Semaphore | None = None  # at most MAX_SENDING calls at once
-        self._in_order: dict[str, asyncio.Lock] = {}  # one per destination (they are few: the jobs' and the default)
-
-    def post(self, url: str, document: Mapping[str, Any]) -> None:
-        if self.webhook is not None:
-            sender = self.webhook
-            parts = urlsplit(url)  # logged as scheme and host: a webhook's path and query often carry its key
-            where = f"{parts.scheme}://{parts.hostname}"
-            self._submit(url, f"webhook {where}", lambda: sender.post(url, document))
-
-    def mail(self, to: str, subject: str, body: str) -> None:
-        if self.email is not None:
-            sender = self.email
-            self._submit(to, f"email to {to}", lambda: sender.send(to, subject, body))
-
-    def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for every delivery to be made or given up; True if none is left."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
-
-    def close(self) -> None:
-        """Stop the delivery thread (what is still waiting for a retry is dropped, and logged as left)."""
-        with self._idle:
-            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-            left, self._pending, self._sending = self._pending, 0, None  # a reused outbox starts afresh
-            self._in_order = {}
-        if loop is None or thread is None:
-            return
-        if left:
-            log.warning("alert.deliveries_dropped", extra={"count": left})
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
-
-    def _submit(self, target: str, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
-        with self._idle:
-            self._pending += 1
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever, name="ticklock-alerts", daemon=True)
-                self._thread.start()
-            loop = self._loop
-        asyncio.run_coroutine_threadsafe(self._deliver(target, what, deliver), loop)
-
-    async def _deliver(self, target: str, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
-        if self._sending is None:
-            self._sending, self._in_order = asyncio.Semaphore(MAX_SENDING), {}
-        # one destination's deliveries go in the order they were asked for (a raise before its clear),
-        # each with its retries; different destinations go side by side
-        turn = self._in_order.setdefault(target, asyncio.Lock())
-        try:
-            async with turn:
-                await self._attempts(what, deliver)
-        finally:
-            with self._idle:
-                self._pending -= 1
-                self._idle.notify_all()
-
-    async def _attempts(self, what: str, deliver: Callable[[], Awaitable[None]]) -> None:
-        assert self._sending is not None
-        for attempt, wait in enumerate((*RETRY_WAITS, None), start=1):
-            try:
-                async with self._sending:
-                    await deliver()
-                return
-            except Exception as exc:  # noqa: BLE001 - a receiver may fail any way: try again, then give up
-                if wait is None or isinstance(exc, ValueError):  # ValueError: it never can be delivered
-                    log.error(
-                        "alert.delivery_failed", extra={"to": what, "attempts": attempt, "error": type(exc).__name__}
-                    )
-                    return
-                log.warning("alert.delivery_retry", extra={"to": what, "error": type(exc).__name__, "wait": wait})
-                await asyncio.sleep(wait)
 
 
 _FAILED = frozenset(s for s in ExecutionStatus if s.final and s is not ExecutionStatus.SUCCESS)

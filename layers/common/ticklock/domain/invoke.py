@@ -36,7 +36,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ticklock.domain.handlers import Handler, HandlerContext
+from ticklock.handlers.contract import Handler, HandlerContext
 
 log = logging.getLogger("ticklock.invoke")
 

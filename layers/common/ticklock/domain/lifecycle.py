@@ -37,7 +37,6 @@ from typing import Any
 from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.handlers import FireLogger, Handler, HandlerContext, Registry
 from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Hold, Job, Overlap, Trigger
@@ -46,6 +45,7 @@ from ticklock.domain.overlap import following
 from ticklock.domain.retry import RunOutcome, run_with_retries
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import JobNotFound, LockUnavailable, StaleVersion, StoreUnavailable, TicklockError
+from ticklock.handlers.contract import FireLogger, Handler, HandlerContext, Registry
 from ticklock.ports import Completion, Locker, Metrics, Publisher, Started, Store
 
 log = logging.getLogger("ticklock.lifecycle")

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from ticklock.clock import Clock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.ids import new_id
 from ticklock.domain.jobs import (
     MAX_BACKFILL,
@@ -35,6 +34,7 @@ from ticklock.domain.jobs import (
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, InvalidJobs, StaleVersion, TicklockError
+from ticklock.handlers.contract import Registry
 from ticklock.ports import ExecutionStore, JobStore, LedgerStore, StoreConnection
 
 MAX_RETRIES = 25

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from ticklock.domain.handlers import HandlerContext, Registry
-from ticklock.plugin import Context, Plugin
+from ticklock.handlers.contract import HandlerContext, Registry
+from ticklock.handlers.plugin import Context, Plugin
 
 
 def noop(ctx: HandlerContext) -> None:

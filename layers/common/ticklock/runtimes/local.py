@@ -30,9 +30,9 @@ from ticklock.api import server as http_server
 from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import STAY, Placement
 from ticklock.errors import ConfigError
+from ticklock.handlers.contract import Registry
 from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
     build_dispatcher,

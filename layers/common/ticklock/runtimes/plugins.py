@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 from ticklock.adapters.email import sender_from
 from ticklock.adapters.webhook import webhook_from
-from ticklock.domain.handlers import Registry
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService, JobSpec
 from ticklock.errors import ConfigError, InvalidJob, TicklockError
-from ticklock.plugin import Context, HealthCheck, Plugin, SystemJob, discover
+from ticklock.handlers.contract import Registry
+from ticklock.handlers.plugin import Context, HealthCheck, Plugin, SystemJob, discover
 from ticklock.ports import EmailSender, WebhookSender
 from ticklock.settings import ALL, Settings
 

@@ -10,12 +10,13 @@ from ticklock.adapters.events.basic import LogPublisher, NoPublisher
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.webhook import webhook_from
 from ticklock.clock import Clock
-from ticklock.domain.alerts import Alerts, Destinations, Outbox
+from ticklock.domain.alerts import Alerts, Destinations
 from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.handlers import Registry
 from ticklock.domain.invoke import STAY, Invoker, Placement
 from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
+from ticklock.engine.outbox import Outbox
+from ticklock.handlers.contract import Registry
 from ticklock.ports import ExecutionStore, FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
 

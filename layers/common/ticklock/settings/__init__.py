@@ -2,7 +2,7 @@
 
 Every setting has an environment variable (``TICKLOCK_*``) and a ``ticklock serve`` flag; a flag wins
 over the variable. A bad value stops start-up with a message naming the variable. The engine's settings
-are ``SETTINGS``; each installed plug-in adds its own (``ticklock.plugin``), read as
+are ``SETTINGS``; each installed plug-in adds its own (``ticklock.handlers.plugin``), read as
 ``TICKLOCK_<PLUGIN>_<NAME>`` into a typed section (``Settings.section``). The README's configuration
 tables are ``ticklock config-table`` (generated from them).
 
@@ -12,7 +12,7 @@ engine declares), ``parsers`` (the parsers of the engine's own settings, CPUs am
 callers use are here.
 """
 
-from ticklock.plugin import Setting
+from ticklock.handlers.plugin import Setting
 from ticklock.settings.declared import ALL, LAMBDA_CEILING, RUNNER_MARGIN, SETTINGS, every_setting
 from ticklock.settings.parsers import MAX_CPU, Cpus, cpu_list
 from ticklock.settings.table import markdown_table

@@ -7,7 +7,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from ticklock.domain.dispatcher import MAX_PENDING
-from ticklock.plugin import Plugin, Setting, choice, http_url, integer, names, number, optional_text, store_url, text
+from ticklock.handlers.plugin import (
+    Plugin,
+    Setting,
+    choice,
+    http_url,
+    integer,
+    names,
+    number,
+    optional_text,
+    store_url,
+    text,
+)
 from ticklock.settings.parsers import cpu_choice, email_notifier, events_sink, lock_url
 
 # seconds of a Lambda runner's timeout kept for decoding, locking, recording and the final write (whose

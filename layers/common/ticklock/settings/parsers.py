@@ -1,6 +1,6 @@
-"""The parsers of the engine's own settings that ``ticklock.plugin`` does not share: the lock, the events' sink,
-the email notifier and the CPUs. Each takes the text and returns the value, or raises ``ValueError`` saying
-what it expected."""
+"""The parsers of the engine's own settings that ``ticklock.handlers.plugin`` does not share: the lock, the
+events' sink, the email notifier and the CPUs. Each takes the text and returns the value, or raises
+``ValueError`` saying what it expected."""
 
 from __future__ import annotations
 

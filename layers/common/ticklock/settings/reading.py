@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ticklock.errors import ConfigError
-from ticklock.plugin import Setting
+from ticklock.handlers.plugin import Setting
 
 
 def check_unique(settings: Iterable[Setting]) -> None:

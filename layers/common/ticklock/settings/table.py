@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ticklock.plugin import Plugin, Setting
+from ticklock.handlers.plugin import Plugin, Setting
 from ticklock.settings.declared import SETTINGS
 
 

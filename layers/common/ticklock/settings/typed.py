@@ -10,7 +10,7 @@ from typing import Any
 
 from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import ConfigError
-from ticklock.plugin import Plugin, discover
+from ticklock.handlers.plugin import Plugin, discover
 from ticklock.settings.declared import RUNNER_MARGIN, SETTINGS, every_setting
 from ticklock.settings.parsers import Cpus
 from ticklock.settings.reading import check_unique, read_settings
@@ -81,7 +81,7 @@ class Settings:
     ) -> Settings:
         """Read the environment, then ``overrides`` (flag values by ``Setting.key``: the name, or
         ``plugin.name`` for a plug-in's). ``plugins`` are the ones whose settings are read too; None means
-        every installed one (``ticklock.plugin.discover``, with TICKLOCK_HANDLER_MODULES). Raises
+        every installed one (``ticklock.handlers.plugin.discover``, with TICKLOCK_HANDLER_MODULES). Raises
         ``ConfigError``."""
         environ = os.environ if environ is None else environ
         overrides = overrides or {}

@@ -161,5 +161,8 @@ print("modules:" + " ".join(m for m in sys.modules if m.split(".")[0] == "ticklo
 """
     assert _plugin_modules_imported(every) == []
     # while the plug-in is installed and found when ticklock serves (the contrast that shows the check works)
-    found = "from ticklock.plugin import discover; discover(); import sys; print('modules:' + ' '.join(sys.modules))"
+    found = (
+        "from ticklock.handlers.plugin import discover; discover(); import sys; "
+        "print('modules:' + ' '.join(sys.modules))"
+    )
     assert "ticklock_parts.plugin" in _plugin_modules_imported(found)

@@ -17,11 +17,11 @@ from tests.support.lambda_sqs import LambdaContext
 from tests_parts.support.vendor import VendorServer, vendor_server
 from ticklock.adapters.queue.sqs import encode_fire
 from ticklock.clock import SystemClock
-from ticklock.domain.handlers import Registry
 from ticklock.domain.jobs import Fire
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConfigError
+from ticklock.handlers.contract import Registry
 from ticklock.ports import Store
 from ticklock.runtimes.plugins import Plugins, register_all
 from ticklock.settings import Settings

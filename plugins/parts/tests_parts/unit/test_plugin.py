@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ticklock.domain.handlers import Registry
 from ticklock.errors import ConfigError
-from ticklock.plugin import discover
+from ticklock.handlers.contract import Registry
+from ticklock.handlers.plugin import discover
 from ticklock.runtimes.plugins import Plugins, register_all
 from ticklock.settings import Settings, markdown_table
 from ticklock_parts.plugin import PartsConfig, plugin

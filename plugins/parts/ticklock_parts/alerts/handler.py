@@ -11,7 +11,7 @@ import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ticklock.plugin import Context, HandlerContext, Registry
+from ticklock.handlers.plugin import Context, HandlerContext, Registry
 from ticklock_parts.adapters.store import shared_store
 from ticklock_parts.alerts.scanner import ScanLimits, Scanner
 

@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ticklock.errors import ConfigError
-from ticklock.plugin import Context, HandlerContext, Registry
+from ticklock.handlers.plugin import Context, HandlerContext, Registry
 from ticklock_parts.adapters.catalogue.vendor import HttpVendor
 from ticklock_parts.adapters.store import shared_store
 from ticklock_parts.catalogue.walk import Walk, WalkLimits

@@ -1,7 +1,10 @@
-"""The handler contract, in the core's own vocabulary: a handler is a callable taking one
-``HandlerContext``; it may be a plain function or a coroutine function. Raising means failure (and a
-retry while retries and time remain); returning means success. Handlers are registered by name in a
-``Registry`` at boot; what a plug-in is and how plug-ins are found is ``ticklock.plugin``, above the core.
+"""The handler contract: a handler is a callable taking one ``HandlerContext``; it may be a plain function
+or a coroutine function. Raising means failure (and a retry while retries and time remain); returning
+means success. Handlers are registered by name in a ``Registry`` at boot; what a plug-in is and how
+plug-ins are found is ``ticklock.handlers.plugin``.
+
+It sits beside the domain, not in it: a context carries the ``threading.Event`` by which the engine tells
+a running handler to stop, so it is the boundary between the engine and the code it runs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from ticklock.errors import ConfigError, DuplicateHandler
+
+__all__ = ["FireLogger", "Handler", "HandlerContext", "HandlerFunc", "RegisterFunc", "Registry"]
 
 HandlerFunc = Callable[["HandlerContext"], Any] | Callable[["HandlerContext"], Awaitable[Any]]
 _MAKING = threading.Lock()  # a context's ``cancelled`` is made once, whichever thread asks first

@@ -46,7 +46,8 @@ def shared_client(url: str) -> redis.Redis:
                 socket_timeout=1.0,
                 socket_connect_timeout=1.0,
                 # once more at once on a new connection; READONLY: a replica answers on the old primary's
-                # address after a failover, and a new connection may reach the new primary
+                # address after a failover, and a new connection may reach the new primary. No periodic
+                # PING (health_check_interval): the pool polls a connection before lending it
                 retry=Retry(NoBackoff(), 1),
                 retry_on_error=[redis.ReadOnlyError],
             )
@@ -94,7 +95,9 @@ class RedisLocker:
             raise LockUnavailable(f"Redis: {exc}") from exc
 
     def close(self) -> None:
-        """Close the client's connections; a command after this connects again."""
+        """Close the client's connections, every thread's: the client is shared by the URL's lockers, so
+        call it when the process is done with the lock, with no command under way (one cut off is an
+        outage to its caller). A command after this connects again."""
         self._client.connection_pool.disconnect()
 
     def ping(self) -> None:

@@ -88,5 +88,8 @@ class DownLocker:
     def release(self, key: str, token: str) -> None:
         raise LockUnavailable("connection refused")
 
+    def extend(self, key: str, token: str, ttl: float) -> bool:
+        raise LockUnavailable("connection refused")
+
     def close(self) -> None:
         pass

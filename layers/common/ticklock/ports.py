@@ -322,6 +322,16 @@ class Locker(Protocol):
         """Give ``key`` back, only if ``token`` still holds it. Raises ``LockUnavailable``."""
         ...
 
+    def extend(self, key: str, token: str, ttl: float) -> bool:
+        """Make ``key`` expire ``ttl`` seconds from now (later or sooner than it would have), only if
+        ``token`` still holds it: one atomic check-and-set, so a lock that lapsed and was taken by another
+        holder is left alone. Returns False, changing nothing, when ``token`` no longer holds ``key`` (lapsed,
+        released, taken by another). A holder calls it while its run goes on, so that a short ``ttl`` is
+        kept alive by a live process and lapses soon after a dead one. Raises ``ValueError`` if ``ttl`` is
+        not positive, ``LockUnavailable`` if the backend cannot answer.
+        """
+        ...
+
     def close(self) -> None:
         """Let go of the backend's connections (the process is done with the lock). Not a release: a key
         still held stays held until its TTL. Idempotent."""

@@ -35,5 +35,16 @@ class LocalLocker:
             if current is not None and current[0] == token:
                 del self._held[key]
 
+    def extend(self, key: str, token: str, ttl: float) -> bool:
+        if ttl <= 0:
+            raise ValueError(f"a lock is extended by a positive ttl, not {ttl}")
+        now = self._clock.now()
+        with self._mutex:
+            current = self._held.get(key)
+            if current is None or current[0] != token or current[1] <= now:
+                return False
+            self._held[key] = (token, now + timedelta(seconds=ttl))
+            return True
+
     def close(self) -> None:
         """Nothing to let go of: the keys are this process's memory."""

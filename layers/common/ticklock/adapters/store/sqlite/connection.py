@@ -33,31 +33,20 @@ T = TypeVar("T")
 
 # another process's write lock is tried for again after this long, doubling up to the second figure
 BUSY_PAUSE, BUSY_PAUSE_MAX = 0.0001, 0.002
-# The WAL is checkpointed by a thread of its own after writes (PASSIVE: it waits for no reader or writer;
-# how often: CHECKPOINT_BUSY below). SQLite's own checkpoint ran inside the commit that crossed 1,000 pages,
-# with every writer waiting behind it: in a burst of 10,000 fires that was ~15 us of CPU a fire (the pages
-# the runs rewrite over and over were copied at each) and 0.35 s of the burst. Its own is kept as a bound
-# only, at WAL_BOUND pages (~400 MB), should the thread fall behind.
+# The WAL is checkpointed by a thread of its own after writes (PASSIVE: it waits for no reader or writer),
+# not by SQLite inside the commit that crosses its threshold, where every writer would wait behind it and
+# the pages the runs rewrite over and over would be copied again and again. SQLite's own checkpoint is kept
+# as a bound only, at WAL_BOUND pages (~400 MB), should the thread fall behind.
 #
-# The bound is also how often the WAL starts again from its beginning under a steady stream of writes: the
-# thread's checkpoint copies the frames there were when it began, and while the runners keep writing it
-# never ends with none left over, so only SQLite's own checkpoint (in the commit that crosses the bound,
-# the writers waiting) can restart the log. That costs two fsyncs and the header's (~20 ms each on this
-# project's machine): at 20,000 pages, every ~2 s of 5,000 fires a second, 50-120 ms in which no fire
-# started (that load's p99 lag: 96-110 ms; 56 ms at 100,000 pages, one such pause every ~10 s). So the
-# file may reach ~400 MB under a sustained load; once a checkpoint's interval passes with nothing committed
-# (``_checkpoint_loop``), the thread truncates a WAL longer than WAL_KEPT bytes (keeping it shorter while
-# writes go on, with journal_size_limit, truncated it inside the commit that restarted it: p99 211 ms).
+# Under a steady stream of writes only that bound's checkpoint can restart the WAL from its beginning (the
+# thread's never ends with no frame left over), and that restart's fsyncs pause every writer: so the bound
+# is high, the file may reach ~400 MB under a sustained load, and the thread truncates a WAL longer than
+# WAL_KEPT bytes once a checkpoint's interval passes with nothing committed (``_checkpoint_loop``).
 #
-# While the WAL is long (its last checkpoint found more than WAL_HURRY frames in it: it has not restarted
-# for a while, and the bound comes nearer) and commits keep coming, the thread checkpoints every
-# CHECKPOINT_BUSY seconds, not every CHECKPOINT_EVERY: the commit that crosses the bound then finds at most
-# that much of the WAL not yet copied, and fsyncs that much. At one checkpoint a second it found up to a
-# second of writes (60-100 MB under 5,000 fires a second): 65-145 ms in that commit every ~4 s, (g)'s p99
-# lag 70-121 ms; every 0.1 s, p99 34-41 ms. A short WAL (one that restarts between bursts of commits, as
-# under 1,000 fires a second) is checkpointed once per CHECKPOINT_EVERY: every 0.1 s there, the thread
-# copied the pages the runs rewrite over and over ten times as often, 2 % of a core against 0.6 % (14 us a
-# fire). The quiet interval that lets the thread truncate stays CHECKPOINT_EVERY.
+# While the WAL is long (its last checkpoint found more than WAL_HURRY frames) and commits keep coming, the
+# thread checkpoints every CHECKPOINT_BUSY seconds rather than every CHECKPOINT_EVERY, so that the commit
+# that crosses the bound finds little left to copy and fsync; a short WAL is checkpointed once per
+# CHECKPOINT_EVERY, which copies the often-rewritten pages less often. ``bench/fires.py`` (g) measures both.
 CHECKPOINT_EVERY, CHECKPOINT_BUSY, WAL_BOUND, WAL_KEPT = 1.0, 0.1, 100_000, 16 << 20
 WAL_HURRY = WAL_BOUND // 4  # frames (~100 MB): a WAL longer than this is checkpointed every CHECKPOINT_BUSY
 TRUNCATE_WAIT_MS = 50  # the truncating checkpoint's wait for a reader or writer, at most; tried again later
@@ -298,8 +287,8 @@ class Connection(StoreConnection):
         """``BEGIN IMMEDIATE``, waiting for a write lock held by another process in steps of 0.1-2 ms, for
         up to the busy timeout. SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries: with
         writers in several processes (the Lambda shape's runners on one file, ``serve`` beside a CLI) each
-        of its waits outlived a ~50 us transaction by far, while every thread of this process queued
-        behind it on ``_mutex``; that capped four processes at ~600 fires/s with the cores half idle."""
+        of its waits outlives the other process's transaction by far, while every thread of this process
+        queues behind it on ``_mutex``, and the cores stand idle."""
         pause, deadline = BUSY_PAUSE, time.monotonic() + self._busy_timeout
         while True:
             try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ticklock.domain.dispatcher import MAX_PENDING
+from ticklock.engine.dispatcher import MAX_PENDING
 from ticklock.handlers.plugin import (
     Plugin,
     Setting,

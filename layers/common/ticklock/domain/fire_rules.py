@@ -66,6 +66,13 @@ def side_by_side(fire: Fire) -> bool:
     return job.policy.overlap is Overlap.ALLOW_ALL and isinstance(job.schedule, CronSchedule)
 
 
+def may_share(fire: Fire) -> bool:
+    """Whether ``fire`` may run in turn with others, sharing their store writes: nothing of it needs it alone
+    (retries, whose backoff would hold the others up; a hold that ends at it; a backfill; allow_all)."""
+    job = fire.job
+    return job.max_retries == 0 and job.hold is None and fire.trigger is not Trigger.BACKFILL and not side_by_side(fire)
+
+
 def lock_key(fire: Fire) -> str:
     return f"fire:{fire.key}" if side_by_side(fire) else f"job:{fire.job.id}"
 

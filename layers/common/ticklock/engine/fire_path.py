@@ -23,7 +23,8 @@ import enum
 import functools
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -40,9 +41,10 @@ from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.engine.recovery import ORPHANS_PER_SWEEP, finalise_lost, lose_orphans
 from ticklock.engine.reporting import FireLog, Reporter, fields_of, safely
 from ticklock.engine.retry import run_with_retries
+from ticklock.engine.speeds import HandlerSpeeds
 from ticklock.errors import LockUnavailable, StoreUnavailable, TicklockError
 from ticklock.handlers.contract import FireLogger, Handler, HandlerContext, Registry
-from ticklock.ports import Locker, Metrics, Publisher, Store
+from ticklock.ports import Completion, Locker, Metrics, Publisher, Store
 
 log = logging.getLogger("ticklock.lifecycle")
 T = TypeVar("T")
@@ -75,6 +77,22 @@ class Outcome:
 
     execution: Execution | None = None
     skipped: SkipReason | None = None
+
+
+@dataclass(eq=False)
+class _Taken:
+    """A fire past its checks, holding its job's lock (``token``; '' once let go): its place in the list,
+    its handler and log fields, then its execution (step 2), and whether step 5 is still to come (not when
+    its job went on as it started, allow_all)."""
+
+    index: int
+    fire: Fire
+    handler: Handler
+    fields: dict[str, Any]
+    key: str
+    token: str
+    execution: Execution | None = None
+    advance: bool = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -114,63 +132,57 @@ class TaskRunner:
         self.tally = self.report.tally
         self.accounting = Accounting(store=store, reporter=self.report, clock=clock)
         self.shutdown = threading.Event()  # set when a shutdown cuts runs off: no new attempt starts
+        self.speeds = HandlerSpeeds()  # how long each handler's runs take (which fires a worker takes together)
 
     def run(self, fire: Fire) -> Outcome:
+        return self.run_all([fire])[0]
+
+    def run_all(self, fires: Sequence[Fire]) -> list[Outcome]:
+        """The five steps over ``fires``: one, or a worker's run of quick ones (``speeds``). Each is checked
+        and locked, their executions are recorded in one write, they run in turn, and those that ended are
+        finalised and advanced in one write: fires taken together share their commits."""
+        outcomes = [Outcome() for _ in fires]
+        taken = [t for i, fire in enumerate(fires) if (t := self._take(i, fire, outcomes)) is not None]
+        try:
+            recorded = self._record(taken, outcomes)
+        except BaseException:
+            for t in taken:  # nothing of these fires holds their jobs any longer
+                self._let_go(t)
+            raise
+        self._run_in_turn(recorded, outcomes, ended=[])
+        return outcomes
+
+    # -- 0. check, 1. lock ----------------------------------------------------------------------------
+    def _take(self, index: int, fire: Fire, outcomes: list[Outcome]) -> _Taken | None:
+        """``fire`` checked and its lock taken; None when it goes no further (its outcome set)."""
         job = fire.job
         self.accounting.hold_ended(fire)
         fields = fields_of(fire)
-        # 0. check
         handler = self.registry.get(job.handler)
+        skip: SkipReason | None = None
+        now = self.clock.now()
+        late = rules.past_window(fire, now)
         if handler is None:
             log.warning("fire.skipped", extra={**fields, "reason": SkipReason.UNKNOWN_HANDLER.value,
                                                "registered": self.registry.names()})  # fmt: skip
-            return self._skip(fire, SkipReason.UNKNOWN_HANDLER)
-        now = self.clock.now()
-        late = rules.past_window(fire, now)
+            skip = SkipReason.UNKNOWN_HANDLER
         # a fire that has an execution already (a resume, a second delivery) is not judged late: it goes on
-        if late is not None and not self._has_run(fire):
+        elif late is not None and not self._has_run(fire):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.CATCHUP_WINDOW_PASSED.value,
                                             "late": round(late, 3)})  # fmt: skip
-            return self._skip(fire, SkipReason.CATCHUP_WINDOW_PASSED)
-        if rules.lease_short(job, now):
+            skip = SkipReason.CATCHUP_WINDOW_PASSED
+        elif rules.lease_short(job, now):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
-            return self._skip(fire, SkipReason.LEASE_EXPIRED)
-
-        # 1. lock
+            skip = SkipReason.LEASE_EXPIRED
+        if skip is not None or handler is None:
+            outcomes[index] = self._skip(fire, skip or SkipReason.UNKNOWN_HANDLER)
+            return None
         key = rules.lock_key(fire)
         token = self._lock(fire, key, fields)
         if isinstance(token, SkipReason):
-            return self._skip(fire, token)
-        handed_on = False  # the lock is ``_conclude``'s to release from here on
-        try:
-            # 2. record
-            together = rules.side_by_side(fire)
-            execution = self._record(fire, handler, fields, detached=together)
-            if isinstance(execution, SkipReason):
-                return Outcome(skipped=execution)
-            fields["execution_id"] = execution.id
-            advance = True
-            if together:
-                # 5. first: the job's next fire is claimable while this one runs; if the store fails here,
-                # the fire runs all the same and the job is advanced when it ends, as for one at a time
-                try:
-                    self._advance(fire)
-                    advance = False
-                except TicklockError as exc:
-                    log.warning("fire.advance_failed", extra={**fields, "error": exc.message})
-
-            # 3. run; 4. finalise and 5. advance, here or on the thread that takes an overdue run over
-            def conclude(outcome: RunOutcome) -> Execution:
-                return self._conclude(fire, execution, outcome, fields, key, token, advance=advance)
-
-            outcome = self._run(fire, handler, execution, fields, conclude)
-            handed_on = True
-            if outcome.taken_over:  # its attempt outlived the deadline: ``conclude`` ran on another thread
-                return Outcome(execution=execution)
-            return Outcome(execution=conclude(outcome))
-        finally:
-            if token and not handed_on:  # the record or the run failed: nothing of this fire holds the job now
-                safely("lock.release_failed", fields, self.locker.release, key, token)
+            outcomes[index] = self._skip(fire, token)
+            return None
+        return _Taken(index, fire, handler, fields, key, token)
 
     def give_up(self, fire: Fire, error: str) -> None:
         """Record ``fire`` as LOST with ``error`` (unless its execution is already final) and advance its job:
@@ -191,7 +203,6 @@ class TaskRunner:
         """Housekeeping: the allow_all runs whose runner vanished, finalised as LOST (``recovery``)."""
         return lose_orphans(self.store, self.report, self.clock, limit=limit)
 
-    # -- 1. lock --------------------------------------------------------------------------------------
     def _lock(self, fire: Fire, key: str, fields: dict[str, Any]) -> str | SkipReason:
         """The lock's token ('' when the lock backend is out and ``lock_failure`` says run), or why not."""
         ttl = fire.job.timeout + LOCK_MARGIN
@@ -226,32 +237,51 @@ class TaskRunner:
         return None
 
     # -- 2. record ------------------------------------------------------------------------------------
-    def _record(
-        self, fire: Fire, handler: Handler, fields: dict[str, Any], *, detached: bool
-    ) -> Execution | SkipReason:
+    def _record(self, taken: list[_Taken], outcomes: list[Outcome]) -> list[_Taken]:
+        """Their executions, recorded in one write; a fire whose row was there already goes on by the rules
+        for that (``domain.fire_rules.on_found``). Returns those that will run."""
+        if not taken:
+            return []
         now = self.clock.now()
-        fresh = self._fresh(fire, handler.name, now, detached=detached)
-        started = self.store.start_execution(fresh)
-        execution = started.execution
-        if not started.created:
-            found = rules.on_found(execution, fresh, now, owner=self.owner, max_resumes=self.max_resumes)
-            if found.lose is not None:
-                self._lose(fire, execution, found.lose)
-                return SkipReason.GIVEN_UP
-            if found.resume is not None and self.store.take_over_execution(
-                found.resume, previous_token=execution.run_token
-            ):
-                log.warning("execution.resumed", extra={**fields, "execution_id": execution.id,
+        fresh = [self._fresh(t.fire, t.handler.name, now, detached=rules.side_by_side(t.fire)) for t in taken]
+        one = len(fresh) == 1
+        started = [self.store.start_execution(fresh[0])] if one else self.store.start_executions(fresh)
+        recorded = []
+        for t, new, got in zip(taken, fresh, started, strict=True):
+            execution = got.execution
+            if not got.created:
+                found = rules.on_found(execution, new, now, owner=self.owner, max_resumes=self.max_resumes)
+                if found.lose is not None:
+                    self._let_go(t)
+                    self._lose(t.fire, execution, found.lose)
+                    outcomes[t.index] = Outcome(skipped=SkipReason.GIVEN_UP)
+                    continue
+                if found.resume is None or not self.store.take_over_execution(
+                    found.resume, previous_token=execution.run_token
+                ):
+                    skip = found.skip or SkipReason.RUNNING_ELSEWHERE  # a resume someone else took first
+                    if skip is SkipReason.DUPLICATE:
+                        log.info("fire.skipped", extra={**t.fields, "reason": skip.value,
+                                                        "execution_id": execution.id})  # fmt: skip
+                    self._let_go(t)
+                    outcomes[t.index] = self._skip(t.fire, skip, started=found.started)
+                    continue
+                log.warning("execution.resumed", extra={**t.fields, "execution_id": execution.id,
                             "previous_owner": execution.owner, "previous_status": execution.status.value})  # fmt: skip
                 execution = found.resume
-            else:
-                skip = found.skip or SkipReason.RUNNING_ELSEWHERE  # a resume someone else took first
-                if skip is SkipReason.DUPLICATE:
-                    log.info("fire.skipped", extra={**fields, "reason": skip.value, "execution_id": execution.id})
-                self._skip(fire, skip, started=found.started)
-                return skip
-        self.report.started(fire, execution, fields, now)
-        return execution
+            t.execution = execution
+            t.fields["execution_id"] = execution.id
+            self.report.started(t.fire, execution, t.fields, now)
+            if rules.side_by_side(t.fire):
+                # 5. first: the job's next fire is claimable while this one runs; if the store fails here,
+                # the fire runs all the same and the job is advanced when it ends, as for one at a time
+                try:
+                    self._advance(t.fire)
+                    t.advance = False
+                except TicklockError as exc:
+                    log.warning("fire.advance_failed", extra={**t.fields, "error": exc.message})
+            recorded.append(t)
+        return recorded
 
     def _fresh(self, fire: Fire, handler: str, now: datetime, *, detached: bool) -> Execution:
         job = fire.job
@@ -271,6 +301,37 @@ class TaskRunner:
         )
 
     # -- 3. run ---------------------------------------------------------------------------------------
+    def _run_in_turn(
+        self, items: list[_Taken], outcomes: list[Outcome], ended: list[tuple[_Taken, RunOutcome]]
+    ) -> None:
+        """Run each in turn, then finalise those that ended (``ended``: with those that ended before). A run
+        past its deadline is taken over on another thread (``Invoker``), which concludes it and goes on with
+        the rest of the list, and this thread, held by the handler, does nothing more."""
+        for k, t in enumerate(items):
+            assert t.execution is not None
+
+            def conclude(outcome: RunOutcome, t: _Taken = t, rest: list[_Taken] = items[k + 1 :]) -> Execution:
+                done = self._conclude(t, outcome)
+                outcomes[t.index] = Outcome(execution=done)
+                self._run_in_turn(rest, outcomes, ended)  # on the take-over's thread
+                return done
+
+            try:
+                outcome = self._run(t.fire, t.handler, t.execution, t.fields, conclude)
+            except BaseException:  # the fires not run keep nothing of their jobs (their rows are resumed)
+                for left in items[k:]:
+                    self._let_go(left)
+                raise
+            if outcome.taken_over:  # its take-over concluded it and goes on with the rest
+                return
+            if outcome.status is ExecutionStatus.INTERRUPTED or outcome.abandoned or not t.advance:
+                outcomes[t.index] = Outcome(execution=self._conclude(t, outcome))  # at once, alone
+                continue
+            self._let_go(t)  # the run is over: a fire of its job due at once does not meet the lock
+            ended.append((t, outcome))
+        self._finish(ended, outcomes)
+        ended.clear()
+
     def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any],
              conclude: Callable[[RunOutcome], object]) -> RunOutcome:  # fmt: skip
         job = fire.job
@@ -304,52 +365,106 @@ class TaskRunner:
                                                      "error": result.error})  # fmt: skip
             return result
 
+        began = time.perf_counter()
         outcome = run_with_retries(attempt, clock=self.clock, deadline=deadline, max_retries=job.max_retries,
                                    cancel=self.shutdown)  # fmt: skip
+        self.speeds.note(handler.name, time.perf_counter() - began)
         return outcome if outcome.taken_over else rules.cut_off(outcome, cut)
 
     # -- 4. finalise, 5. advance ----------------------------------------------------------------------
-    def _conclude(self, fire: Fire, execution: Execution, outcome: RunOutcome, fields: dict[str, Any], key: str,
-                  token: str, *, advance: bool) -> Execution:  # fmt: skip
-        """Steps 4 and 5 once the run is over: on the fire's own thread, or on a take-over's."""
-        # a straggler past its deadline keeps the lock until its TTL; a cut-off at shutdown dies with the
-        # process. Otherwise the lock goes before the advance makes the job claimable, so that a fire due at
-        # once does not meet it (a second delivery of this fire meets its row, RUNNING or final)
-        straggler = outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)
-        if token and not straggler:
-            safely("lock.release_failed", fields, self.locker.release, key, token)
+    def _finish(self, ended: list[tuple[_Taken, RunOutcome]], outcomes: list[Outcome]) -> None:
+        """Steps 4 and 5 for the runs that ended, in one write (one alone: ``Store.complete`` retried through
+        an outage; several: ``Store.complete_many``, each alone if that fails); their outcomes set."""
+        for (t, _), done in zip(ended, self._finalised(ended), strict=True):
+            if done is not None:
+                outcomes[t.index] = Outcome(execution=done)
+
+    def _finalised(self, ended: list[tuple[_Taken, RunOutcome]]) -> list[Execution | None]:
+        """``_finish``'s writes: each run's execution as finalised (None: its write failed, logged)."""
+        if not ended:
+            return []
         now = self.clock.now()
-        done = rules.ended(execution, outcome, now)
-        stop = None
-        if done.status is ExecutionStatus.INTERRUPTED:  # to be resumed: the claim is let go, not advanced
-            finished, advanced = self.store.finish_execution(done), True
-            if finished and advance:
-                self.store.release(fire.job.id, fire.lease_token)
-        elif not advance:  # advanced when it started (allow_all)
-            finished, advanced = self._through_outage(fire, lambda: self.store.finish_execution(done)), True
-        else:
-            next_run, stop = self._next_run(fire, now, done.started_at)
-            finished, advanced = self._complete(done, fire, next_run, now)
+        ends = []
+        for t, outcome in ended:
+            assert t.execution is not None
+            done = rules.ended(t.execution, outcome, now)
+            ends.append((t, outcome, done, *self._next_run(t.fire, now, done.started_at)))
+        results: list[tuple[bool, bool]] | None = None
+        if len(ends) > 1:
+            try:
+                results = self.store.complete_many([Completion(d, t.fire, n) for t, _, d, n, _ in ends], now=now)
+            except Exception as exc:  # noqa: BLE001 - each is completed alone below, retried through an outage
+                log.warning(
+                    "batch.complete_failed", extra={"fires": len(ends), "error": f"{type(exc).__name__}: {exc}"}
+                )
+        dones: list[Execution | None] = []
+        for k, (t, outcome, done, next_run, stop) in enumerate(ends):
+            dones.append(None)
+            if results is not None:
+                finished, advanced = results[k]
+            elif len(ends) == 1:
+                finished, advanced = self._complete(done, t.fire, next_run, now)
+            else:
+                try:  # the write may have applied before it failed: checked on the first try
+                    finished, advanced = self._complete(done, t.fire, next_run, now, retried=True)
+                except Exception:  # one fire's failure keeps no other unfinished (its row is resumed)
+                    log.exception("fire.finish_failed", extra=t.fields)
+                    continue
             if finished and advanced:
-                self.accounting.passed(fire, next_run, execution.started_at, now)
-        if not finished:
-            log.warning("execution.finish_lost", extra=fields)
+                self.accounting.passed(t.fire, next_run, done.started_at, now)
+            dones[k] = self._finished(t, done, outcome, finished, advanced, stop)
+        return dones
+
+    def _conclude(self, t: _Taken, outcome: RunOutcome) -> Execution:
+        """Steps 4 and 5 for one run, at once: one cut off (by a shutdown, or past its deadline: on the
+        take-over's thread) or one whose job went on as it started (allow_all)."""
+        fire = t.fire
+        assert t.execution is not None
+        # a straggler past its deadline keeps the lock until its TTL; a cut-off at shutdown dies with the process
+        if not (outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)):
+            self._let_go(t)
+        if outcome.status is not ExecutionStatus.INTERRUPTED and t.advance:
+            [done] = self._finalised([(t, outcome)])  # one alone raises rather than answer None
+            assert done is not None
             return done
-        self.report.finished(fire, done, outcome.attempts, fields, advanced=advanced)
+        done = rules.ended(t.execution, outcome, self.clock.now())
+        if done.status is ExecutionStatus.INTERRUPTED:  # to be resumed: the claim is let go, not advanced
+            finished = self.store.finish_execution(done)
+            if finished and t.advance:
+                self.store.release(fire.job.id, fire.lease_token)
+        else:  # advanced when it started (allow_all)
+            finished = self._through_outage(fire, lambda: self.store.finish_execution(done))
+        return self._finished(t, done, outcome, finished, True, None)
+
+    def _finished(self, t: _Taken, done: Execution, outcome: RunOutcome, finished: bool, advanced: bool,
+                  stop: str | None) -> Execution:  # fmt: skip
+        """What follows a run's final write: the log, measures, events and alerts; why its job stopped."""
+        if not finished:
+            log.warning("execution.finish_lost", extra=t.fields)
+            return done
+        self.report.finished(t.fire, done, outcome.attempts, t.fields, advanced=advanced)
         if advanced and stop is not None:
-            self.accounting.disabled(fire, stop, done)
+            self.accounting.disabled(t.fire, stop, done)
         return done
 
-    def _complete(self, done: Execution, fire: Fire, next_run: datetime | None, now: datetime) -> tuple[bool, bool]:
+    def _let_go(self, t: _Taken) -> None:
+        """Release a fire's lock (its run is over, or it goes no further)."""
+        if t.token:
+            safely("lock.release_failed", t.fields, self.locker.release, t.key, t.token)
+            t.token = ""
+
+    def _complete(self, done: Execution, fire: Fire, next_run: datetime | None, now: datetime, *,
+                  retried: bool = False) -> tuple[bool, bool]:  # fmt: skip
         """``Store.complete`` (finished, advanced), retried through a store outage: the writes are guarded, and
-        a try after the first checks whether an earlier one finished the row and failed on the advance."""
-        tries = 0
+        a try after the first (``retried``: a write of it failed before) checks whether an earlier one finished
+        the row and failed on the advance."""
+        tries = 1 if retried else 0
 
         def write() -> tuple[bool, bool]:
             nonlocal tries
             tries += 1
             finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
-            if finished or tries == 1:
+            if finished or tries == 1:  # the first try: nothing before it can have applied
                 return finished, advanced
             stored = self.store.get_execution(done.id)
             if stored.run_token != done.run_token or stored.status is not done.status:

@@ -1,5 +1,8 @@
 """The local worker pool: a queue bounded at ``queue_size`` (twice the workers by default) and ``workers``
-threads that each take a fire and run it to its end (the reference's channel and workers).
+threads that each take a fire and run it to its end (the reference's channel and workers). Given
+``run_together``, a worker that takes a fire which may go ``together`` with others takes those queued right
+behind it too (up to ``most``) and runs them as one list: they share their store writes
+(``fire_path.run_all``).
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
 memory: at most ``workers + queue_size`` fires are ever held here. A worker held by a handler past its
@@ -26,8 +29,20 @@ log = logging.getLogger("ticklock.pool")
 class WorkerPool:
     """The ``FireQueue`` port in process."""
 
-    def __init__(self, run: Callable[[Fire], object], *, workers: int = 30, queue_size: int | None = None) -> None:
+    def __init__(
+        self,
+        run: Callable[[Fire], object],
+        *,
+        workers: int = 30,
+        queue_size: int | None = None,
+        run_together: Callable[[list[Fire]], object] | None = None,
+        together: Callable[[Fire], bool] = lambda fire: False,
+        most: int = 16,
+    ) -> None:
         self._run = run
+        self._run_together = run_together
+        self._together = together if run_together is not None else lambda fire: False
+        self._most = most
         self.workers = workers
         self.maxsize = queue_size or 2 * workers
         self._fires: collections.deque[Fire] = collections.deque()
@@ -131,15 +146,22 @@ class WorkerPool:
                 if not self._fires:  # stopping, and nothing left to run
                     self._threads.discard(me)
                     return
-                fire = self._fires.popleft()
+                fires = [self._fires.popleft()]
+                if self._together(fires[0]):
+                    while self._fires and len(fires) < self._most and self._together(self._fires[0]):
+                        fires.append(self._fires.popleft())
                 self._not_full.notify()
                 self._busy += 1
             try:
-                self._run(fire)
+                if len(fires) == 1:
+                    self._run(fires[0])
+                else:
+                    assert self._run_together is not None  # fires are taken together only with it
+                    self._run_together(fires)
             except Exception:
-                log.exception(
-                    "worker.crashed", extra={"job_id": fire.job.id, "fire_time": fire.scheduled_at.isoformat()}
-                )
+                first = fires[0]
+                log.exception("worker.crashed", extra={"job_id": first.job.id, "fires": len(fires),
+                                                       "fire_time": first.scheduled_at.isoformat()})  # fmt: skip
             with self._mutex:
                 if me not in self._threads:  # replaced while its handler hung (``stuck``): its place is taken
                     return

@@ -23,6 +23,7 @@ from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.engine.pool import WorkerPool
+from ticklock.engine.speeds import goes_with_others
 from ticklock.handlers.contract import Registry
 from ticklock.runtimes.plugins import Plugins
 from ticklock.runtimes.wiring import (
@@ -71,7 +72,10 @@ class LocalService:
         )
         self.locker = locker
         self.invoker = self.runner.invoker
-        self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size)
+        # a worker takes the fires of quick handlers queued behind each other together: shared store writes
+        together = goes_with_others(self.runner.speeds)
+        self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size,
+                               run_together=self.runner.run_all, together=together)  # fmt: skip
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
         self.dispatcher = build_dispatcher(

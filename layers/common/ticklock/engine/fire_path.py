@@ -433,7 +433,7 @@ class TaskRunner:
             if finished and t.advance:
                 self.store.release(fire.job.id, fire.lease_token)
         else:  # advanced when it started (allow_all)
-            finished = self._through_outage(fire, lambda: self.store.finish_execution(done))
+            finished = self._through_outage(fire, lambda: self.store.finish_execution(done), "execution.finish_retry")
         return self._finished(t, done, outcome, finished, True, None)
 
     def _finished(self, t: _Taken, done: Execution, outcome: RunOutcome, finished: bool, advanced: bool,
@@ -471,16 +471,17 @@ class TaskRunner:
                 return False, False
             return True, self.store.advance(fire, next_run_at=next_run, now=now)
 
-        return self._through_outage(fire, write)
+        return self._through_outage(fire, write, "execution.complete_retry")
 
-    def _through_outage(self, fire: Fire, write: Callable[[], T]) -> T:
+    def _through_outage(self, fire: Fire, write: Callable[[], T], retried: str) -> T:
+        """``write``, tried again through a store outage (``COMPLETE_BACKOFF``), each retry logged as ``retried``."""
         for wait in (*COMPLETE_BACKOFF, None):
             try:
                 return write()
             except StoreUnavailable as exc:
                 if wait is None:
                     raise
-                log.warning("execution.complete_retry", extra={"job_id": fire.job.id, "error": str(exc), "wait": wait})
+                log.warning(retried, extra={"job_id": fire.job.id, "error": str(exc), "wait": wait})
                 self.clock.sleep(wait)
         raise AssertionError("unreachable")
 

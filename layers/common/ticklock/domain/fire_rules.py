@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job, Overlap, Trigger
+from ticklock.domain.ledger import Reason
 from ticklock.domain.overlap import following
 from ticklock.domain.schedules import CronSchedule
 
@@ -30,6 +31,12 @@ ADVANCE_AFTER = frozenset(
     {SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE, SkipReason.CATCHUP_WINDOW_PASSED}
 )
 RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
+# the skips that are a fire's end, as ledger reasons (the others run, or ran, anyway)
+FINAL_SKIPS = {
+    SkipReason.UNKNOWN_HANDLER: Reason.UNKNOWN_HANDLER,
+    SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
+    SkipReason.CATCHUP_WINDOW_PASSED: Reason.CATCHUP_WINDOW_PASSED,
+}
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from ticklock.domain.alerts import Alerts
 from ticklock.domain.fire_rules import RunOutcome, SkipReason
 from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire
-from ticklock.domain.ledger import LedgerEntry, Reason
+from ticklock.domain.ledger import LedgerEntry
 from ticklock.engine.accounting import Accounting
 from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.engine.recovery import ORPHANS_PER_SWEEP, finalise_lost, lose_orphans
@@ -55,12 +55,6 @@ MAX_RESUMES = 3
 COMPLETE_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 # how long a fire whose job lock is held by something other than its own run waits for it, in growing steps
 LOCK_WAIT, LOCK_PAUSE = 2.0, 0.05
-# the skips that are a fire's end, as ledger reasons (the others run, or ran, anyway)
-_FINAL_SKIPS = {
-    SkipReason.UNKNOWN_HANDLER: Reason.UNKNOWN_HANDLER,
-    SkipReason.LOCK_UNAVAILABLE: Reason.LOCK_UNAVAILABLE,
-    SkipReason.CATCHUP_WINDOW_PASSED: Reason.CATCHUP_WINDOW_PASSED,
-}
 
 
 class LockFailure(enum.StrEnum):
@@ -514,7 +508,7 @@ class TaskRunner:
             advanced = self._advance(fire, expected=reason is not SkipReason.DUPLICATE, started=started)
             # the ledger says why this fire will not run, once its claim was still this one's (the advance
             # applied) and no delivery of it has run (or runs) already
-            final = _FINAL_SKIPS.get(reason)
+            final = rules.FINAL_SKIPS.get(reason)
             if final is not None and advanced and not self._has_run(fire):
                 entry = LedgerEntry.one(fire.job.id, final, fire.scheduled_at, self.clock.now(), fire.trigger)
                 self.accounting.account(fire, entry)

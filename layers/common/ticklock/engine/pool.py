@@ -94,8 +94,8 @@ class WorkerPool:
             self._not_full.notify_all()
 
     def stuck(self, thread: threading.Thread) -> None:
-        """``thread``'s handler outlived its deadline, and its fire was finished without it: it no longer
-        counts as a worker, and another takes its place while the pool runs."""
+        """``thread``'s handler outlived its deadline, and its fire is being finished by its take-over: it no
+        longer counts as a worker, and another takes its place while the pool runs."""
         with self._mutex:
             if thread not in self._threads:
                 return
@@ -106,7 +106,7 @@ class WorkerPool:
 
     def stop(self, timeout: float) -> bool:
         """Let the workers finish what they run (and what is queued); True if all did within ``timeout``.
-        A stuck worker is not waited for: its fire was finished already."""
+        A stuck worker is not waited for: its take-over finishes its fire (``Invoker.close`` waits for it)."""
         with self._mutex:
             self._taking = False
             self._stopping = True

@@ -6,9 +6,9 @@ behind it too (up to ``most``) and runs them as one list: they share their store
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
 memory: at most ``workers + queue_size`` fires are ever held here. A worker held by a handler past its
-deadline is replaced (``stuck``, which the invoker calls once it has given the run up and finished the fire
-elsewhere), so ``workers`` threads keep serving the queue however many handlers hang; the stuck one ends
-when its handler returns.
+deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
+the fire on another thread), so ``workers`` threads keep serving the queue however many handlers hang; the
+stuck one ends when its handler returns.
 """
 
 from __future__ import annotations

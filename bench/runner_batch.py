@@ -49,6 +49,7 @@ def child(batches: int, warmup: int, *, stub: bool) -> None:
     from tests.support.lambda_sqs import sqs_event
     from tests.support.recorders import RecordingMetrics
     from ticklock.adapters.queue.sqs import encode_fire
+
     try:
         from ticklock.engine.dispatcher import Dispatcher
     except ImportError:  # a checkout from before the engine package (--before)

@@ -84,9 +84,7 @@ $(BEFORE_DIR)/.installed:
 bench: $(BSTAMP) $(BEFORE_DIR)/.installed services
 	$(BIN)/python bench/fires.py --with-apscheduler
 	$(BIN)/python bench/fires.py --only m,n --command '$(BEFORE_DIR)/.venv/bin/ticklock' --label "$(BEFORE_NAME), before issue 15"
-	$(BIN)/python bench/fires.py --only a,b,g --serve-arg=--cpus=any
 	$(BIN)/python bench/api.py --clients 1,16,64
-	TICKLOCK_CPUS=any $(BIN)/python bench/api.py --clients 16 --only "POST /jobs"
 	$(BIN)/python bench/tick.py --rate 3000 --seconds 30
 	$(BIN)/python bench/fire_path.py
 	$(BIN)/python bench/dashboard_reads.py

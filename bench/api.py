@@ -233,7 +233,6 @@ def main() -> None:
                 rows.append((name, clients, len(latencies), rate, rate * per_request.get(name, 1), cpu / max(items, 1),
                              p50, p99, errors))  # fmt: skip
         machine = f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-        machine += f"; TICKLOCK_CPUS={os.environ.get('TICKLOCK_CPUS') or 'auto'}"
         print(f"\nticklock serve REST API, SQLite with {JOBS:,} jobs at the start; {args.seconds:g} s per row; "
               f"{machine}, {time.strftime('%Y-%m-%d')}\n")  # fmt: skip
         print("| request | clients | answered | requests/s (expected status) | jobs created/s "

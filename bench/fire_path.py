@@ -1,20 +1,22 @@
-"""The runner's path for a spread load, in one thread, beside its SQL floor (issue 15).
+"""The runner's path for a spread load, in one thread, beside its SQL floor.
 
 Usage::
 
-    .venv/bin/python bench/fire_path.py [--stored 100000] [--fires 8000] [--batches 5,20] [--rounds 2]
+    .venv/bin/python bench/fire_path.py [--stored 100000] [--fires 8000] [--batches 1,20] [--rounds 2]
         [--gaps 0] [--history 0]
 
 ``--stored`` interval jobs (every 1 s, due a millisecond apart, as in ``bench/fires.py``'s (a)) in a fresh
 SQLite file. Each step moves an injected clock on by one batch's worth of milliseconds, claims what is due
-(the dispatcher's claim, by 100) and runs it in batches:
+(the dispatcher's claim, by 100) and runs it:
 
-* **engine**: ``TaskRunner.run_many`` as ``serve`` builds it (``build_runner``: the local lock, Prometheus
-  metrics, the default events and fire log, sync handlers inline), on the store's own claim;
+* **engine**: ``TaskRunner.run`` for each fire, as ``serve`` builds it (``build_runner``: the local lock,
+  Prometheus metrics, the default events and fire log, sync handlers inline), on the store's own claim
+  (its two writes a fire each a commit of their own: one thread, nothing to share a commit with);
 * **floor**: the same statements (the store's own text: ``CLAIM``, ``START``, ``FINISH`` and
   ``ADVANCE_COUNTED`` of its ``fires`` module) on the same schema, batches and commits (the claim; each
   batch's execution INSERTs in one commit; the noop called; its executions' and jobs' guarded UPDATEs, the
-  run's summary included, in another), as plain tuples: no engine around them.
+  run's summary included, in another), as plain tuples: no engine around them. A batch of 1 is what the
+  engine writes; a larger one, what sharing commits between fires would save at most.
 
 CPU per fire is the thread's CPU over the steps (the claims included) / fires. The floor bounds what any
 rework of the engine's Python could reach with these writes; ``serve`` adds its threads' hand-overs on top
@@ -125,8 +127,8 @@ def engine(stored: int, fires: int, batch: int, gap: float = 0.0, history: int =
         started = time.thread_time()
         jobs = store.claim_due(now=now, horizon=now, limit=BY, owner="bench", slack=SLACK)
         claimed = [Fire.of(job) for job in jobs]
-        for k in range(0, len(claimed), batch):
-            runner.run_many(claimed[k : k + batch])
+        for fire in claimed:
+            runner.run(fire)
         cpu += time.thread_time() - started
         done += len(jobs)
     runner.invoker.close()
@@ -184,7 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stored", type=int, default=100_000)
     parser.add_argument("--fires", type=int, default=8_000)
-    parser.add_argument("--batches", default="5,20", help="fires a batch, comma-separated")
+    parser.add_argument("--batches", default="1,20", help="the floor's fires a commit, comma-separated")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gaps", default="0", help="ms of idle before each step, comma-separated (e.g. 0,7)")
     parser.add_argument(

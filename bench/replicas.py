@@ -357,11 +357,8 @@ def commands_markdown(start: Snapshot, end: Snapshot, execs: list[Exec], title: 
     red_before = {k: float(v) for k, v in start.redis.items() if k not in OWN_REDIS_COMMANDS}
     red_after = {k: float(v) for k, v in end.redis.items() if k not in OWN_REDIS_COMMANDS}
     inside = scripted_redis_commands()
-    # a worker takes the locks of its whole batch, then runs and releases them one by one: at a reading it
-    # may hold up to a batch of fires taken and not let go
-    from ticklock.adapters.queue.local import BATCH
-
-    in_flight = threads * BATCH
+    # at a reading each worker may hold one fire taken and not let go
+    in_flight = threads
     slack = in_flight / mongo_fires if mongo_fires else float("nan")
     mongo_lines, mongo_per = _per_fire_rows(
         "MongoDB", start.mongo, end.mongo, mongo_fires, TARGET_MONGO_PER_FIRE, slack
@@ -378,7 +375,7 @@ def commands_markdown(start: Snapshot, end: Snapshot, execs: list[Exec], title: 
         "heartbeats are not commands). Redis: the server's `INFO commandstats`, less this script's own `info` "
         f"calls; it also counts the calls the lock's Lua script makes ({', '.join(sorted(inside)) or 'none'}), "
         "listed in brackets and not counted as sent. Counts, not times: they do not depend on the machine. "
-        f"Each of the {threads} worker threads may be mid-batch at either reading (up to {BATCH} fires locked and "
+        f"Each of the {threads} worker threads may be mid-fire at either reading (a fire locked and "
         f"not yet released: {in_flight:,} in all), so a command sent once per fire may read up to ±{slack:.3f} "
         "per fire off (the longer the window, the less); ≈ marks a total over its target by less than that.",
         "",

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import time
-import zlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +12,6 @@ import pytest
 
 from tests.e2e.conftest import Serve, run_cli, wait_for
 from tests.support.receivers import receivers
-from ticklock.settings import cpu_list
 
 pytestmark = pytest.mark.e2e
 
@@ -89,113 +85,6 @@ def test_handlers_that_hang_past_their_deadline_do_not_take_the_workers(start: C
     metrics = serve.client.get("/metrics").text
     assert "ticklock_handler_threads_abandoned 4.0" in metrics
     assert serve.terminate() == 0  # the stuck threads do not hold the shutdown
-
-
-def thread_cpus(pid: int) -> dict[int, tuple[int, ...]]:
-    """The CPUs each thread of process ``pid`` may run on, by thread id."""
-    cpus = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except FileNotFoundError:  # a thread that ended since the listing
-            continue
-        listed = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Cpus_allowed_list"))
-        cpus[int(task.name)] = cpu_list(listed)
-    return cpus
-
-
-def started_cpus(serve: Serve) -> Any:
-    logged = [json.loads(line) for line in serve.log().splitlines() if line.startswith("{")]
-    [started] = [r for r in logged if r.get("event") == "service.started"]
-    return started["cpus"]
-
-
-@pytest.mark.parametrize("setting", ["auto", "lowest", "any"])
-def test_the_engine_keeps_to_its_cpus_and_handler_code_gets_every_cpu(
-    start: Callable[..., Serve], tmp_path: Path, setting: str
-) -> None:
-    # TICKLOCK_CPUS: the engine's threads there are at start and those started later (workers, one put in
-    # place of a worker held past a deadline) keep to the engine's CPUs: by default (auto) one its owner
-    # name picks when no other serve holds it, or those given. A handler's code - a sync one run on the
-    # engine's own thread, an async one, a thread it starts, a program it runs - may use every CPU, and the
-    # engine's thread is back on its CPU once the handler returns. ``any``: nothing is kept.
-    allowed = tuple(sorted(os.sched_getaffinity(0)))
-    assert len(allowed) >= 2, f"this test needs a process that may run on two CPUs, not {allowed}"
-    owner = "cpu-test"
-    value, engine = {"auto": ("auto", (allowed[zlib.crc32(owner.encode()) % len(allowed)],)),
-                     "lowest": (str(allowed[0]), (allowed[0],)), "any": ("any", allowed)}[setting]  # fmt: skip
-    # a temp directory of its own: no other serve on this machine holds a CPU there
-    serve = start(TICKLOCK_CPUS=value, TICKLOCK_WORKERS="2", TICKLOCK_OWNER=owner, TMPDIR=str(tmp_path))
-    seen = tmp_path / "cpus.jsonl"
-    hung = serve.create(
-        name="hangs",
-        handler="test.sleep",
-        schedule={"kind": "interval", "seconds": 3600},
-        timeout=0.5,
-        payload={"seconds": 5, "path": str(tmp_path / "hung.jsonl")},
-    )
-    serve.client.post(f"/jobs/{hung['id']}/trigger")
-    ok = serve.create(name="ok", handler="noop", schedule={"kind": "interval", "seconds": 1})
-    assert [e["status"] for e in wait_for(lambda: final(serve, hung["id"]))] == ["timeout"]
-    probes = {
-        kind: serve.create(
-            name=kind, handler=kind, schedule={"kind": "interval", "seconds": 3600}, payload={"path": str(seen)}
-        )
-        for kind in ("test.cpus", "test.async_cpus")
-    }
-    for job in probes.values():
-        serve.client.post(f"/jobs/{job['id']}/trigger")
-    for job in probes.values():
-        job_id = job["id"]
-        assert [e["status"] for e in wait_for(lambda: final(serve, job_id))] == ["success"]  # noqa: B023
-    wait_for(lambda: len(final(serve, ok["id"])) >= 2)
-    records = {r["job_id"]: r for r in map(json.loads, seen.read_text().splitlines())}
-    for job in probes.values():
-        record = records[job["id"]]
-        assert (record["thread"], record["started_thread"], record["program"]) == ([*allowed],) * 3, record
-    threads = thread_cpus(serve.proc.pid)
-    sync_thread = records[probes["test.cpus"]["id"]]["tid"]
-    async_thread = records[probes["test.async_cpus"]["id"]]["tid"]
-    [hung_thread] = [json.loads(line)["tid"] for line in (tmp_path / "hung.jsonl").read_text().splitlines()]
-    assert threads[sync_thread] == engine  # the engine's thread it ran on is back on the engine's CPU
-    assert threads[async_thread] == allowed  # it runs handlers only
-    on_engine = [tid for tid, cpus in threads.items() if cpus == engine]
-    assert len(on_engine) > 5, threads  # the API, the dispatcher, the pool's threads, the checkpoint thread, ...
-    assert set(threads.values()) <= {engine, allowed}, threads
-    if setting != "any":  # on every CPU: the async handlers' thread, and the hung handler's while it sleeps
-        assert {tid for tid, cpus in threads.items() if cpus == allowed} <= {async_thread, hung_thread}, threads
-    assert started_cpus(serve) == ("any" if setting == "any" else {"engine": [*engine], "handlers": [*allowed]})
-    assert serve.terminate() == 0
-
-
-def test_serves_on_one_machine_keep_their_engines_to_cpus_of_their_own(
-    start: Callable[..., Serve], tmp_path: Path
-) -> None:
-    # auto: each serve holds its engine's CPU while it runs; one that finds every CPU held keeps none, and a
-    # CPU is free again once the serve that held it has gone, however it ended (kill -9 included)
-    allowed = sorted(os.sched_getaffinity(0))
-    assert len(allowed) >= 2, f"this test needs a process that may run on two CPUs, not {allowed}"
-    locks = tmp_path / "tmp"
-    locks.mkdir()
-    serves = [
-        start(tmp_path / f"{n}.db", TMPDIR=str(locks), TICKLOCK_OWNER="same-owner") for n in range(len(allowed) + 1)
-    ]
-    cpus = [started_cpus(s) for s in serves]
-    assert sorted(c["engine"][0] for c in cpus[:-1]) == allowed, cpus
-    assert all(len(c["engine"]) == 1 and c["handlers"] == allowed for c in cpus[:-1]), cpus
-    assert cpus[-1] == "any"
-    assert "every CPU keeps another serve's engine" in serves[-1].log()
-    serves[0].kill()
-    again = start(tmp_path / "again.db", TMPDIR=str(locks), TICKLOCK_OWNER="same-owner")
-    assert started_cpus(again) == cpus[0]
-
-
-def test_a_cpu_the_process_may_not_use_stops_the_start(tmp_path: Path) -> None:
-    allowed = sorted(os.sched_getaffinity(0))
-    result = run_cli("serve", "--db", str(tmp_path / "x.db"), env={"TICKLOCK_CPUS": f"{allowed[-1]},{allowed[-1] + 1}"})
-    assert result.returncode == 2
-    assert f"TICKLOCK_CPUS (--cpus): CPU {allowed[-1] + 1} is not one this process may run on" in result.stderr
-    assert not (tmp_path / "x.db").exists()
 
 
 def test_pause_resume_and_trigger(start: Callable[..., Serve], tmp_path: Path) -> None:

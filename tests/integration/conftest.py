@@ -17,11 +17,12 @@ from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import Clock, FakeClock, SystemClock
-from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job
-from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
+from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.invoke import Invoker
+from ticklock.engine.reporting import FireLog
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integration.conftest import Harness
-from ticklock.adapters.queue.local import WorkerPool
 from ticklock.domain.jobs import ExecutionStatus
+from ticklock.engine.pool import WorkerPool
 
 Web = tuple[str, list[tuple[str, str, str | None]]]
 

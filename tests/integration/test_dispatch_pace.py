@@ -1,10 +1,7 @@
-"""The dispatcher's pace between hand-overs (``resolution``, ``hand_over``), on the real SQLite store and
-the fake clock: when each fire is handed over, and with which others.
-
-What is asserted holds whatever the pace: each fire is handed over once, never before it is due and never
-more than ``resolution`` after; a fire with none due within ``resolution`` of the last hand-over goes at its
-instant. What the pace changes: fires due close together share a hand-over, and with ``hand_over`` the
-hand-overs of a dense load come down to about that many fires.
+"""The dispatcher's pace between hand-overs (``resolution``), on the real SQLite store and the fake clock:
+when each fire is handed over, and with which others: each fire is handed over once, never before it is due
+and never more than ``resolution`` after; a fire with none due within ``resolution`` of the last hand-over
+goes at its instant; fires due close together share a hand-over.
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ from hypothesis import strategies as st
 
 from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics
-from ticklock.adapters.queue.local import BATCH
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
-from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Fire, Job
+from ticklock.engine.dispatcher import Dispatcher
 from ticklock.runtimes.local import LocalService
 from ticklock.settings import Settings
 
@@ -80,7 +76,6 @@ def hand_overs(
     offsets_ms: Sequence[int],
     *,
     resolution: float,
-    hand_over: int = 0,
     run_ms: float = 0.0,
     claim_ms: float = 0.0,
 ) -> Taken:
@@ -101,7 +96,6 @@ def hand_overs(
                 metrics=RecordingMetrics(),
                 owner="d",
                 resolution=resolution,
-                hand_over=hand_over,
             )
             loop = threading.Thread(target=dispatcher.run, args=(queue.done,), daemon=True)
             loop.start()
@@ -136,33 +130,10 @@ def test_without_a_resolution_each_fire_goes_at_its_instant() -> None:
 
 
 def test_a_fire_alone_within_the_resolution_goes_at_its_instant() -> None:
-    # 100 ms apart, under a resolution of 20 ms (and a target the hand-overs never reach): no waiting
-    taken = hand_overs(range(0, 1000, 100), resolution=0.02, hand_over=48)
+    # 100 ms apart, under a resolution of 20 ms: no waiting
+    taken = hand_overs(range(0, 1000, 100), resolution=0.02)
     assert [len(fires) for _, fires in taken] == [1] * 10
     assert lags_ms(taken) == [0.0] * 10
-
-
-def test_a_dense_load_is_handed_over_in_about_hand_over_fires() -> None:
-    # 10 fires a millisecond (10,000 a second): at a fixed 20 ms they go 200 at a time
-    dense = [ms for ms in range(100) for _ in range(10)]
-    fixed = hand_overs(dense, resolution=0.02)
-    assert max(len(fires) for _, fires in fixed) == 200
-    # with a target of 40: the first at its instant (10), the next 20 ms on (the gap as it started: 200),
-    # then the gap is 20 ms x 40 / 200 = 4 ms, and it stays there (40 a hand-over) to the last (the 30 left)
-    paced = hand_overs(dense, resolution=0.02, hand_over=40)
-    assert [len(fires) for _, fires in paced] == [10, 200] + [40] * 19 + [30]
-    assert max(lags_ms(paced)) <= 20
-
-
-def test_the_gap_grows_back_once_the_load_thins() -> None:
-    # 50 ms of 10 fires a millisecond, then one fire every 2 ms: the hand-overs go back to 20 ms apart
-    dense = [ms for ms in range(50) for _ in range(10)]
-    thin = list(range(100, 400, 2))
-    taken = hand_overs(dense + thin, resolution=0.02, hand_over=40)
-    late = [(at, fires) for at, fires in taken if at >= START + timedelta(milliseconds=140)]
-    gaps = [(b[0] - a[0]).total_seconds() * 1000 for a, b in itertools.pairwise(late)]
-    assert gaps and all(gap == 20 for gap in gaps), gaps
-    assert max(lags_ms(taken)) <= 20
 
 
 def test_a_hand_over_the_dispatcher_runs_itself_does_not_add_to_the_wait() -> None:
@@ -182,28 +153,9 @@ def test_a_hand_over_the_dispatcher_runs_itself_does_not_add_to_the_wait() -> No
     assert waits and all(-1 < wait < 1 for wait in waits), waits
 
 
-def test_the_pace_is_measured_on_the_clock_through_claims_that_take_time() -> None:
-    # 5 fires a millisecond for 2.5 s, past two whole seconds, each claim of 100 taking 2 ms: at every whole
-    # second ~50 claims come back full, with small hand-overs between them; the pace stays ~16 a hand-over
-    dense = [ms for ms in range(2500) for _ in range(5)]
-    taken = hand_overs(dense, resolution=0.02, hand_over=16, claim_ms=2.0)
-    sizes = [len(fires) for _, fires in taken]
-    assert max(sizes[3:]) <= 32, sorted(sizes)[-10:]
-    assert max(lags_ms(taken)) <= 20
-
-
-def test_the_gap_is_a_tenth_of_the_resolution_at_least() -> None:
-    # 100 fires a millisecond, a target of 16: the pace asks for 0.16 ms, the floor keeps 2 ms (200 a time)
-    dense = [ms for ms in range(60) for _ in range(100)]
-    taken = hand_overs(dense, resolution=0.02, hand_over=16)
-    sizes = [len(fires) for _, fires in taken]
-    assert sizes[3:-1] and all(size == 200 for size in sizes[3:-1]), sizes
-
-
-def test_serve_paces_its_hand_overs_to_a_batch_of_the_pool(tmp_path: Path) -> None:
+def test_serve_hands_over_at_its_resolution(tmp_path: Path) -> None:
     service = LocalService(Settings.load({"TICKLOCK_DB": str(tmp_path / "serve.db")}, plugins=()))
     try:
-        assert service.dispatcher.hand_over == BATCH
         assert service.dispatcher.resolution == timedelta(milliseconds=20)
     finally:
         service.stop()
@@ -213,12 +165,9 @@ def test_serve_paces_its_hand_overs_to_a_batch_of_the_pool(tmp_path: Path) -> No
 @given(
     offsets=st.lists(st.integers(0, 2500), min_size=1, max_size=150),
     resolution_ms=st.integers(0, 50),
-    hand_over=st.integers(0, 30),
 )
-def test_every_fire_once_never_early_never_later_than_the_resolution(
-    offsets: list[int], resolution_ms: int, hand_over: int
-) -> None:
-    taken = hand_overs(offsets, resolution=resolution_ms / 1000, hand_over=hand_over)
+def test_every_fire_once_never_early_never_later_than_the_resolution(offsets: list[int], resolution_ms: int) -> None:
+    taken = hand_overs(offsets, resolution=resolution_ms / 1000)
     assert due_times(taken) == sorted(START + timedelta(milliseconds=ms) for ms in offsets)
     assert all(0 <= lag <= resolution_ms for lag in lags_ms(taken)), (lags_ms(taken), resolution_ms)
     # no hand-over is empty, and each holds only fires due by then

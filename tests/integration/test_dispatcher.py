@@ -14,11 +14,11 @@ import pytest
 from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics
 from tests.support.waiting import wait_until
-from ticklock.adapters.queue.local import WorkerPool
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
-from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Fire, Job
+from ticklock.engine.dispatcher import Dispatcher
+from ticklock.engine.pool import WorkerPool
 
 
 class Collector:

@@ -32,10 +32,10 @@ from tests.support.lambda_sqs import ROOT, EventSourceMapping, LambdaContext, fu
 from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
-from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Execution, ExecutionStatus, Overlap, Policy, Trigger
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
 from ticklock.domain.service import JobService
+from ticklock.engine.dispatcher import Dispatcher
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry
 from ticklock.runtimes import aws

@@ -14,10 +14,12 @@ from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 from tests.support.waiting import wait_until
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
-from ticklock.domain.invoke import Invoker
+from ticklock.domain.fire_rules import SkipReason
 from ticklock.domain.jobs import ExecutionStatus, Trigger
-from ticklock.domain.lifecycle import MAX_RESUMES, FireLog, LockFailure, SkipReason
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
+from ticklock.engine.fire_path import MAX_RESUMES, LockFailure
+from ticklock.engine.invoke import Invoker
+from ticklock.engine.reporting import FireLog
 from ticklock.errors import StoreUnavailable
 
 
@@ -466,7 +468,7 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
     """Issue 10, finding 1: the advance raised, the worker crashed, the fire was resumed four times and the
     job's next_run_at stayed in the past. Fault injection: next_fire fails as the cron bug made it fail."""
 
-    from ticklock.domain import lifecycle
+    from ticklock.domain import fire_rules
     from ticklock.errors import InvalidJob
 
     def broken(job: Any, slot: Any, started: Any, now: Any) -> Any:
@@ -474,7 +476,7 @@ def test_a_schedule_that_cannot_compute_its_next_fire_disables_the_job_and_runs_
 
     log = tmp_path / "calls"
     job = fake.add("test.flaky", payload={"succeed_on": 1, "path": str(log)}, schedule=CronSchedule("0 */5 1 * * *"))
-    monkeypatch.setattr(lifecycle, "following", broken)
+    monkeypatch.setattr(fire_rules, "following", broken)
     with caplog.at_level(logging.ERROR, logger="ticklock.lifecycle"):
         outcome = fake.runner().run(fake.claim_one())
     assert outcome.execution is not None

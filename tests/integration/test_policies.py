@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.support.engine import Engine, T
+from ticklock.domain.fire_rules import SkipReason
 from ticklock.domain.jobs import BUFFER_ALL_CAP, Execution, ExecutionStatus, Fire, Job, Overlap, Policy
-from ticklock.domain.lifecycle import SkipReason
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.errors import StoreUnavailable
 from ticklock.handlers.contract import HandlerContext
@@ -178,8 +178,7 @@ def test_allow_all_fires_whose_runner_vanished_are_lost_by_housekeeping(engine: 
     together = engine.add(policy=Policy(overlap=Overlap.ALLOW_ALL))
     alone = engine.add()
     claimed = engine.store.claim_due(now=T, horizon=T, limit=10, owner="test", slack=timedelta(seconds=60))
-    dying = engine.runner()
-    dying.store = _FinishFails(engine.store)
+    dying = engine.runner(store=_FinishFails(engine.store))
     for job in sorted(claimed, key=lambda j: j.id != together.id):  # each retry of its final write takes fake time
         with pytest.raises(StoreUnavailable):
             dying.run(Fire.of(job))  # it ran, and its runner died before the final write
@@ -211,9 +210,8 @@ def test_allow_all_runs_even_when_its_early_advance_fails_and_advances_at_the_en
             raise StoreUnavailable("a blip")
 
     job = engine.add(policy=Policy(overlap=Overlap.ALLOW_ALL))
-    runner = engine.runner()
     flaky = AdvanceFails(engine.store)
-    runner.store = flaky
+    runner = engine.runner(store=flaky)
     outcome = runner.run(engine.claim())
     assert flaky.failed == 1
     assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
@@ -326,7 +324,7 @@ def test_a_catch_up_window_counts_from_the_jittered_time(engine: Engine) -> None
 
 
 def test_the_dispatcher_holds_a_jittered_fire_until_its_offset(engine: Engine) -> None:
-    from ticklock.domain.dispatcher import Dispatcher
+    from ticklock.engine.dispatcher import Dispatcher
 
     class Recording:
         def __init__(self) -> None:
@@ -421,8 +419,7 @@ def test_a_duplicate_between_the_final_write_and_the_advance_advances_as_the_run
     job = engine.add("long", policy=Policy(overlap=overlap))
     fire = engine.claim()
     outcomes = []
-    runner = engine.runner()
-    runner.store = _SlowComplete(engine.store, lambda: outcomes.append(engine.runner().run(fire)))
+    runner = engine.runner(store=_SlowComplete(engine.store, lambda: outcomes.append(engine.runner().run(fire))))
     runner.run(fire)
     assert [o.skipped for o in outcomes] == [SkipReason.DUPLICATE]  # the lock was free: it took the advance
     assert _next(engine, job) == after

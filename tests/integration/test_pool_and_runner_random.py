@@ -1,52 +1,47 @@
 """Serve's worker pool and task runner together, under random load, on a real SQLite file.
 
 Each seed draws a plan and plays it against ``LocalService`` (so the wiring is serve's own: the SQLite store,
-the in-process lock, ``build_runner`` with an inline invoker, the ``WorkerPool`` with ``run_many`` /
-``batchable`` / ``finish_deferred``, the watchdog's ``on_stuck`` and the real dispatcher loop), without the
-HTTP server. The plan: several bursts of jobs due within a second, of random size, either all at one instant
-(a worker then takes quick fires in batches, deferring their final writes while more are queued) or spread
-over the second; jobs with random timeouts (0.4 to 2.5 s), retries and handlers; 4 to 30 workers, a queue
-of 8, 24 or twice the workers. Up to three times, serve's orderly stop (``LocalService.stop``: fires not
-started given back, ``shutdown_grace`` of 0 to 1 s for the running ones, then the cut-off: interrupted and
-released), either while the dispatcher hands a burst over (after a random number of its fires: fires
-queued, batches deferring) or a random while after a burst (runs, retries' backoffs and hangs in flight),
-and a restart of a fresh service on the same file, which resumes what was cut off. After the last burst the
-interval jobs are paused (a user's pause, through the job service) once they have had two or three fires
-and these are done, and the service is stopped when everything has settled.
+the in-process lock, ``build_runner`` with an inline invoker, the ``WorkerPool``, the watchdog's ``on_stuck``
+and the real dispatcher loop), without the HTTP server. The plan: several bursts of jobs due within a second,
+of random size, either all at one instant or spread over the second; jobs with random timeouts (0.4 to 2.5 s),
+retries and handlers; 4 to 30 workers, a queue of 8, 24 or twice the workers. Up to three times, serve's
+orderly stop (``LocalService.stop``: fires not started given back, ``shutdown_grace`` of 0 to 1 s for the
+running ones, then the cut-off: interrupted and released), either while the dispatcher hands a burst over
+(after a random number of its fires: fires queued) or a random while after a burst (runs, retries' backoffs
+and hangs in flight), and a restart of a fresh service on the same file, which resumes what was cut off. After
+the last burst the interval jobs are paused (a user's pause, through the job service) once they have had two
+or three fires and these are done, and the service is stopped when everything has settled.
 
-The handlers draw what each fire does from the seed, the job and which of the job's fires it is (so a
-resumed fire does the same again): return at once; sleep a few milliseconds; raise on its first attempt(s)
-(retried inside the deadline when the timeout leaves room for the backoff); raise always; hang past its
-deadline ignoring ``ctx.cancelled`` (the watchdog takes the fire over, the worker is replaced, the straggler
-returns later); hang until told. ``random.quick`` does something else than return at once in 6 fires out of
-a hundred, so it counts as quick and its fires go in batches, now and then with a hang or a failure in the
-batch; ``random.mixed`` is never quick. Jobs of a handler that is not registered are skipped (and recorded
-as such); a few one-shot jobs have a catch-up window of a second, so that a fire given back at a stop may be
-missed (and recorded) rather than run. Interval jobs (every second) draw no hang: their next fire would then
-meet the lock the straggler keeps and wait out its claim (by design, DESIGN.md's retry rule and lifecycle's
-docstring), ~10 s each.
+The handlers draw what each fire does from the seed, the job and which of the job's fires it is (so a resumed
+fire does the same again): return at once; sleep a few milliseconds; raise on its first attempt(s) (retried
+inside the deadline when the timeout leaves room for the backoff); raise always; hang past its deadline
+ignoring ``ctx.cancelled`` (the watchdog takes the fire over, the worker is replaced, the straggler returns
+later); hang until told. ``random.quick`` does something else than return at once in 6 fires out of a hundred;
+``random.mixed`` more often. Jobs of a handler that is not registered are skipped (and recorded as such); a
+few one-shot jobs have a catch-up window of a second, so that a fire given back at a stop may be missed (and
+recorded) rather than run. Interval jobs (every second) draw no hang: their next fire would then meet the lock
+the straggler keeps and wait out its claim (by design: docs/design.md, the retry rule), ~10 s each.
 
-Checked, from the store and from what the handlers recorded (each handler start: the fire, the execution
-id and attempt number the context carries, when it began and ended, whether it raised):
+Checked, from the store and from what the handlers recorded (each handler start: the fire, the execution id
+and attempt number the context carries, when it began and ended, whether it raised):
 
-1. at every stop and at the end, no execution is left ``running`` and no job is left claimed; at a stop,
-   an ``interrupted`` execution's job is released and due again at that fire; at the end every execution
-   is final (success, failed or timeout: no lost or cancelled here);
-2. one fire, one run: a fire's handler starts all carry its one execution's id, never the same attempt
-   number twice, and no more than the attempts the row counts. A fire never resumed shows attempts 1..n,
-   each but the last one raised (a retry), none overlapping another. A fire is run again only when it was
-   resumed after a stop cut it off: its row's ``resumes`` equals the number of stops that left it
-   ``interrupted``, and a start overlaps an earlier one of the same fire only if it belongs to a later
-   service (the straggler of the service stopped goes on in this process; in serve that process exits);
-3. every fire handed to the pool has exactly one execution or one ledger entry (unknown_handler,
-   catchup_window_passed), never both, never two; no execution or entry is of a fire never handed over;
-   every job created had a fire, a one-shot job exactly one, and is disabled after it.
+1. at every stop and at the end, no execution is left ``running`` and no job is left claimed; at a stop, an
+``interrupted`` execution's job is released and due again at that fire; at the end every execution is final
+(success, failed or timeout: no lost or cancelled here); 2. one fire, one run: a fire's handler starts all
+carry its one execution's id, never the same attempt number twice, and no more than the attempts the row
+counts. A fire never resumed shows attempts 1..n, each but the last one raised (a retry), none overlapping
+another. A fire is run again only when it was resumed after a stop cut it off: its row's ``resumes`` equals
+the number of stops that left it ``interrupted``, and a start overlaps an earlier one of the same fire only if
+it belongs to a later service (the straggler of the service stopped goes on in this process; in serve that
+process exits); 3. every fire handed to the pool has exactly one execution or one ledger entry
+(unknown_handler, catchup_window_passed), never both, never two; no execution or entry is of a fire never
+handed over; every job created had a fire, a one-shot job exactly one, and is disabled after it.
 
-The clock is the wall clock (injected, as serve's): the watchdog and the deferred finishes' timer keep
-wall time, and a lease, a lock or a deadline read off another clock would disagree with them; so a retry's
-backoff is a real second (a raise on a job of 0.4 or 0.8 s ends in a timeout: no room for the backoff).
-The seeds are fixed (the test id names one); TICKLOCK_RANDOM_SEEDS=1,2,3 runs others. Thread timing still
-varies between runs: a failure reports its seed and what was seen.
+The clock is the wall clock (injected, as serve's): the watchdog and the deferred finishes' timer keep wall
+time, and a lease, a lock or a deadline read off another clock would disagree with them; so a retry's backoff
+is a real second (a raise on a job of 0.4 or 0.8 s ends in a timeout: no room for the backoff). The seeds are
+fixed (the test id names one); TICKLOCK_RANDOM_SEEDS=1,2,3 runs others. Thread timing still varies between
+runs: a failure reports its seed and what was seen.
 
 Under a mutant (stuck workers not replaced) this test found a fire left claimed by a stop, neither run nor
 given back: its hand-over was blocked on a full queue as serve stopped. Its plan cannot reach that on the
@@ -265,8 +260,7 @@ class Scenario:
         }
         service = LocalService(Settings.load(environ, plugins=()), clock=self.clock, registry=self.handlers.registry)
         pool = service.pool
-        submit, run_many, stuck = pool.submit, pool._run_many, service.invoker.on_stuck
-        assert run_many is not None
+        submit, stuck = pool.submit, service.invoker.on_stuck
 
         def submitted(fire: Fire) -> None:  # the dispatcher hands each fire over through this
             submit(fire)
@@ -276,20 +270,12 @@ class Scenario:
                 if self.tripwire is not None and self.handed_over >= self.tripwire[0]:
                     self.tripwire[1].set()
 
-        def batch(fires: list[Fire], *, defer: bool) -> object:
-            with self.mutex:
-                self.stats["batches"] += 1
-                self.stats["batches deferred"] += defer
-                self.stats["fires in batches"] += len(fires)
-            return run_many(fires, defer=defer)
-
         def replaced(thread: threading.Thread) -> None:
             with self.mutex:
                 self.stats["workers replaced"] += 1
             stuck(thread)
 
         pool.submit = submitted  # type: ignore[method-assign]
-        pool._run_many = batch
         service.invoker.on_stuck = replaced
         self.handlers.generation = self.generation
         self.service = service
@@ -362,7 +348,7 @@ class Scenario:
                 handed = self.handed_over
             size = self.burst()
             if number in stops and rng.random() < 0.5:
-                # the stop comes while the dispatcher hands this burst over: fires queued, batches deferring
+                # the stop comes while the dispatcher hands this burst over: fires queued
                 tripped = threading.Event()
                 with self.mutex:
                     self.tripwire = (handed + rng.randint(1, size), tripped)
@@ -374,7 +360,7 @@ class Scenario:
                 continue
             time.sleep(rng.uniform(0.05, 0.6))
             if number in stops:
-                time.sleep(rng.uniform(0.0, 0.8))  # fires mid-run, batches deferred, handlers hung
+                time.sleep(rng.uniform(0.0, 0.8))  # fires mid-run, handlers hung
                 self.stop()
                 self.start()
         settled = self.settle()

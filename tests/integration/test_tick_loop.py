@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,10 +16,10 @@ from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import SystemClock
-from ticklock.domain.dispatcher import Dispatcher
 from ticklock.domain.jobs import Fire
 from ticklock.domain.schedules import IntervalSchedule
-from ticklock.domain.tick_loop import TickLoop, TickReport
+from ticklock.engine.dispatcher import Dispatcher
+from ticklock.engine.tick_loop import TickLoop, TickReport
 from ticklock.errors import LockUnavailable, QueueUnavailable
 
 
@@ -54,12 +54,12 @@ class Watched(Dispatcher):
     most = 0
     mutex = threading.Lock()
 
-    def run(self, stop: threading.Event, superseded: Callable[[], bool] = lambda: False) -> None:
+    def run(self, stop: threading.Event) -> None:
         with Watched.mutex:
             Watched.active += 1
             Watched.most = max(Watched.most, Watched.active)
         try:
-            super().run(stop, superseded)
+            super().run(stop)
         finally:
             with Watched.mutex:
                 Watched.active -= 1

@@ -10,10 +10,10 @@ from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.alerts import Alerts
-from ticklock.domain.invoke import Invoker
 from ticklock.domain.jobs import Fire, Job, Policy
-from ticklock.domain.lifecycle import LockFailure, TaskRunner
 from ticklock.domain.schedules import CronSchedule, Schedule
+from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.invoke import Invoker
 from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.ports import Locker, Store
 
@@ -37,10 +37,14 @@ class Engine:
         self.clock.advance(25)
 
     def runner(
-        self, locker: Locker | None = None, lock_failure: LockFailure = LockFailure.SKIP, alerts: Alerts | None = None
+        self,
+        locker: Locker | None = None,
+        lock_failure: LockFailure = LockFailure.SKIP,
+        alerts: Alerts | None = None,
+        store: Store | None = None,
     ) -> TaskRunner:
         return TaskRunner(
-            store=self.store,
+            store=store or self.store,
             locker=locker or LocalLocker(self.clock),
             publisher=self.publisher,
             metrics=self.metrics,

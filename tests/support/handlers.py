@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -81,40 +79,6 @@ async def async_sleep(ctx: HandlerContext) -> None:
     await asyncio.sleep(float(ctx.payload.get("seconds", 1.0)))
 
 
-def _cpus_seen(ctx: HandlerContext) -> None:
-    """Append to payload.path the CPUs this handler's thread, a thread it starts and a program it runs may
-    use, and the thread's id (to read its CPUs again once the fire is over)."""
-    started: list[list[int]] = []
-    thread = threading.Thread(target=lambda: started.append(sorted(os.sched_getaffinity(0))))
-    thread.start()
-    thread.join()
-    program = subprocess.run(
-        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
-        capture_output=True, text=True, check=True, timeout=30,
-    )  # fmt: skip
-    line = json.dumps(
-        {
-            "job_id": ctx.job_id,
-            "tid": threading.get_native_id(),
-            "thread": sorted(os.sched_getaffinity(0)),
-            "started_thread": started[0],
-            "program": json.loads(program.stdout),
-        }
-    )
-    with open(str(ctx.payload["path"]), "a") as out:
-        out.write(line + "\n")
-
-
-def cpus(ctx: HandlerContext) -> None:
-    """Record the CPUs a sync handler's code may use (``_cpus_seen``)."""
-    _cpus_seen(ctx)
-
-
-async def async_cpus(ctx: HandlerContext) -> None:
-    """Record the CPUs an async handler's code may use (``_cpus_seen``, on the event loop's thread)."""
-    _cpus_seen(ctx)
-
-
 def register(registry: Registry) -> None:
     registry.register("test.record", record)
     registry.register("test.fail", fail)
@@ -123,5 +87,3 @@ def register(registry: Registry) -> None:
     registry.register("test.wait", wait)
     registry.register("test.gated", gated)
     registry.register("test.async_sleep", async_sleep)
-    registry.register("test.cpus", cpus)
-    registry.register("test.async_cpus", async_cpus)

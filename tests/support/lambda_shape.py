@@ -287,8 +287,8 @@ def tick_process(spec: dict[str, Any]) -> None:
     from botocore.config import Config
 
     from ticklock.adapters.queue.sqs import SQSQueue
-    from ticklock.domain.dispatcher import Dispatcher
-    from ticklock.domain.tick_loop import TickLoop, TickReport
+    from ticklock.engine.dispatcher import Dispatcher
+    from ticklock.engine.tick_loop import TickLoop, TickReport
     from ticklock.runtimes import aws
 
     box = _container(spec, "tick")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.support import waiting
-from ticklock.domain.invoke import AttemptKind, AttemptResult, Invoker
+from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.handlers.contract import Handler, HandlerContext, HandlerFunc
 
 CtxFactory = Callable[..., HandlerContext]
@@ -528,63 +528,5 @@ def test_an_inline_call_after_interrupt_all_does_not_start(ctx_factory: CtxFacto
         invoker.interrupt_all()
         result = invoker.call(handler("late", lambda ctx: ran.append(True)), ctx_factory(), 5, take_over=TakeOvers())
         assert result.kind is AttemptKind.INTERRUPTED and ran == []
-    finally:
-        invoker.close()
-
-
-class Places:
-    """A placement that notes, per thread, where it was told to be: handlers or engine."""
-
-    def __init__(self) -> None:
-        self.at: dict[int, str] = {}
-        self.moves: list[tuple[int, str]] = []
-
-    def to_handlers(self) -> None:
-        self._move("handlers")
-
-    def to_engine(self) -> None:
-        self._move("engine")
-
-    def _move(self, where: str) -> None:
-        self.at[threading.get_ident()] = where
-        self.moves.append((threading.get_ident(), where))
-
-    def where(self) -> str:
-        return self.at.get(threading.get_ident(), "engine")
-
-    def describe(self) -> object:
-        return "places"
-
-
-def test_handler_code_runs_where_the_placement_puts_it_and_the_engine_comes_back(ctx_factory: CtxFactory) -> None:
-    # inline: the caller's thread moves to the handlers' place for the call, and back after it, whether the
-    # handler returns or raises; a sync handler on a thread of its own and an async one run there too
-    places = Places()
-    invoker = Invoker(inline=True, placement=places)
-    seen: list[tuple[int, str]] = []
-
-    def note(ctx: HandlerContext) -> None:
-        seen.append((threading.get_ident(), places.where()))
-
-    def raises(ctx: HandlerContext) -> None:
-        note(ctx)
-        raise RuntimeError("nope")
-
-    async def async_note(ctx: HandlerContext) -> None:
-        note(ctx)
-
-    me = threading.get_ident()
-    try:
-        assert invoker.call(handler("ok", note), ctx_factory(), 5, take_over=TakeOvers()).kind is AttemptKind.OK
-        assert places.at[me] == "engine"
-        assert invoker.call(handler("bad", raises), ctx_factory(), 5, take_over=TakeOvers()).kind is AttemptKind.ERROR
-        assert places.at[me] == "engine"
-        assert places.moves[-4:] == [(me, "handlers"), (me, "engine")] * 2
-        assert seen == [(me, "handlers")] * 2
-        assert invoker.call(handler("own", note), ctx_factory(), 5).kind is AttemptKind.OK  # no take_over
-        assert invoker.call(handler("async", async_note), ctx_factory(), 5).kind is AttemptKind.OK
-        assert [where for tid, where in seen[2:]] == ["handlers", "handlers"]
-        assert all(tid != me for tid, where in seen[2:])
-        assert places.at[me] == "engine"
     finally:
         invoker.close()

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ticklock.clock import FakeClock
-from ticklock.domain.invoke import AttemptKind, AttemptResult
 from ticklock.domain.jobs import ExecutionStatus
-from ticklock.domain.retry import backoff, run_with_retries
+from ticklock.engine.invoke import AttemptKind, AttemptResult
+from ticklock.engine.retry import backoff, run_with_retries
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

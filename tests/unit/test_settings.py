@@ -41,7 +41,6 @@ BAD_VALUES: dict[str, list[str]] = {
     "webhook_timeout": ["0", "300.5", "soon", "nan"],
     "log_level": ["verbose", "trace", ""],
     "log_format": ["xml", ""],
-    "cpus": ["x", "1,", ",1", "-1", "2-1", "0-", "1.5", "0-100000", "99999", "0 1"],
 }
 BAD_CASES = [(name, value) for name, values in BAD_VALUES.items() for value in values]
 
@@ -89,7 +88,6 @@ def test_defaults() -> None:
     assert s.log_format == "json"
     assert s.owner is None
     assert s.effective_owner == f"{socket.gethostname()}:{os.getpid()}"
-    assert s.cpus == "auto"
 
 
 def test_every_settings_field_has_a_setting() -> None:
@@ -246,19 +244,6 @@ def test_as_dict_hides_the_api_token_the_email_url_the_webhook_key_and_the_alert
     assert data["port"] == 8080
     hidden = {"api_token", "email", "webhook_secret", "alerts_webhook"}
     assert set(data) == {s.name for s in SETTINGS} - hidden | {"plugins"}
-
-
-def test_cpus_is_auto_any_or_the_cpus_named() -> None:
-    def cpus(value: str) -> object:
-        return Settings.load(environ={"TICKLOCK_CPUS": value}).cpus
-
-    assert (cpus("auto"), cpus(" AUTO "), cpus("any"), cpus(""), cpus("1"), cpus("3,0-1")) == (
-        "auto", "auto", "any", "any", (1,), (0, 1, 3)
-    )  # fmt: skip
-    with pytest.raises(ConfigError, match=r"TICKLOCK_CPUS: expected auto, any, or CPU numbers and ranges such as"):
-        cpus("some")
-    with pytest.raises(ConfigError, match=r"TICKLOCK_CPUS: a range runs from the lower CPU to the higher"):
-        cpus("2-1")
 
 
 def test_email_is_smtp_or_ses_or_nothing() -> None:

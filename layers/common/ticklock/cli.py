@@ -148,11 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.load(overrides=overrides)
         from ticklock import logs
-        from ticklock.runtimes.local import LocalService, place_engine
+        from ticklock.runtimes.local import LocalService
 
         logs.configure(settings.log_level, settings.log_format)
-        # before the service starts its threads: they inherit the engine's CPUs
-        service = LocalService(settings, placement=place_engine(settings.cpus, settings.effective_owner))
+        service = LocalService(settings)
         service.serve()  # seeds the plug-ins' system jobs before it listens
     except (ConfigError, HandlerError, StoreUnavailable) as exc:
         print(f"ticklock: error: {exc}", file=sys.stderr)

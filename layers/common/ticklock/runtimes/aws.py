@@ -27,9 +27,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import Clock, SystemClock
-from ticklock.domain.lifecycle import TaskRunner
 from ticklock.domain.service import JobService
-from ticklock.domain.tick_loop import TickLoop
+from ticklock.engine.fire_path import TaskRunner
+from ticklock.engine.tick_loop import TickLoop
 from ticklock.errors import ConfigError
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Publisher, Store

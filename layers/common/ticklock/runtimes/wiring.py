@@ -11,11 +11,12 @@ from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.webhook import webhook_from
 from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts, Destinations
-from ticklock.domain.dispatcher import Dispatcher
-from ticklock.domain.invoke import STAY, Invoker, Placement
-from ticklock.domain.lifecycle import FireLog, LockFailure, TaskRunner
 from ticklock.domain.service import JobService, Limits
+from ticklock.engine.dispatcher import Dispatcher
+from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.invoke import Invoker
 from ticklock.engine.outbox import Outbox
+from ticklock.engine.reporting import FireLog
 from ticklock.handlers.contract import Registry
 from ticklock.ports import ExecutionStore, FireQueue, Locker, Publisher, Store
 from ticklock.settings import Settings
@@ -75,12 +76,11 @@ def build_runner(
     clock: Clock,
     owner: str,
     inline: bool = False,
-    placement: Placement = STAY,
 ) -> TaskRunner:
     """The five steps, with an invoker that reports abandoned handler threads to the metrics. ``inline``:
     sync handlers run on the worker's own thread (the caller replaces a worker stuck past a deadline,
-    ``Invoker.on_stuck``). ``placement``: where handler code runs apart from the engine."""
-    invoker = Invoker(inline=inline, placement=placement)
+    ``Invoker.on_stuck``)."""
+    invoker = Invoker(inline=inline)
     invoker.on_abandoned = metrics.abandoned.set
     alerts = Alerts(
         store=store,
@@ -114,7 +114,6 @@ def build_dispatcher(
     metrics: PrometheusMetrics,
     owner: str,
     send_ahead: float = 0.0,
-    hand_over: int = 0,
 ) -> Dispatcher:
     return Dispatcher(
         store=store,
@@ -128,7 +127,6 @@ def build_dispatcher(
         lease_slack=settings.lease_slack,
         send_ahead=send_ahead,
         resolution=settings.dispatch_resolution,
-        hand_over=hand_over,
     )
 
 
@@ -150,10 +148,10 @@ log = logging.getLogger("ticklock.housekeeping")
 
 
 def housekeep(settings: Settings, store: ExecutionStore, clock: Clock, runner: TaskRunner) -> None:
-    """Once a minute: judge the jobs' dead-man alerts (``Alerts.check``), finalise the allow_all fires
-    whose runner vanished (``TaskRunner.lose_orphans``),
-    prune execution history (``TICKLOCK_RETENTION_*``) and delete Pushgateway groups no process has pushed
-    for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried again next time."""
+    """Once a minute: judge the jobs' dead-man alerts (``Alerts.check``), finalise the allow_all fires whose runner
+    vanished (``TaskRunner.lose_orphans``), prune execution history (``TICKLOCK_RETENTION_*``) and delete
+    Pushgateway groups no process has pushed for ``TICKLOCK_METRICS_STALE_AFTER``. Fails soft: logged, tried
+    again next time."""
     try:
         runner.lose_orphans()
     except Exception as exc:  # noqa: BLE001 - fails soft like the rest

@@ -7,27 +7,23 @@ are ``SETTINGS``; each installed plug-in adds its own (``ticklock.handlers.plugi
 tables are ``ticklock config-table`` (generated from them).
 
 Where each part lives: ``typed`` (``Settings``, and what it derives), ``declared`` (every setting the
-engine declares), ``parsers`` (the parsers of the engine's own settings, CPUs among them), ``reading``
+engine declares), ``parsers`` (the parsers of the engine's own settings), ``reading``
 (a value's source: flag, variable, older names, default), ``table`` (the README's tables). The names
 callers use are here.
 """
 
 from ticklock.handlers.plugin import Setting
 from ticklock.settings.declared import ALL, LAMBDA_CEILING, RUNNER_MARGIN, SETTINGS, every_setting
-from ticklock.settings.parsers import MAX_CPU, Cpus, cpu_list
 from ticklock.settings.table import markdown_table
 from ticklock.settings.typed import Settings
 
 __all__ = [
     "ALL",
     "LAMBDA_CEILING",
-    "MAX_CPU",
     "RUNNER_MARGIN",
     "SETTINGS",
-    "Cpus",
     "Setting",
     "Settings",
-    "cpu_list",
     "every_setting",
     "markdown_table",
 ]

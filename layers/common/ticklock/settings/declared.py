@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ticklock.domain.dispatcher import MAX_PENDING
+from ticklock.engine.dispatcher import MAX_PENDING
 from ticklock.handlers.plugin import (
     Plugin,
     Setting,
@@ -19,7 +19,7 @@ from ticklock.handlers.plugin import (
     store_url,
     text,
 )
-from ticklock.settings.parsers import cpu_choice, email_notifier, events_sink, lock_url
+from ticklock.settings.parsers import email_notifier, events_sink, lock_url
 
 # seconds of a Lambda runner's timeout kept for decoding, locking, recording and the final write (whose
 # retries through a store outage take up to 15.5 s) around the job's own timeout
@@ -91,14 +91,6 @@ SETTINGS: tuple[Setting, ...] = (
         "60",
         number(1.0, 3600.0),
         "seconds a claim outlives its horizon + timeout (at least 6 + lookahead)",
-    ),
-    Setting(
-        "cpus",
-        "auto",
-        cpu_choice,
-        "ticklock serve on Linux: the CPUs the engine's threads keep to (handlers run on every CPU the process "
-        "may use): auto = one no other serve here holds; any = wherever the OS runs them; or CPUs such as 1 "
-        "or 0,2-3 (README, 'Configuration')",
     ),
     Setting("shutdown_grace", "30", number(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
     Setting("retention_per_job", "1000", integer(1, 10_000_000), "finished executions kept per job"),

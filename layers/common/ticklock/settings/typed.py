@@ -12,7 +12,6 @@ from ticklock.domain.jobs import LOCK_MARGIN
 from ticklock.errors import ConfigError
 from ticklock.handlers.plugin import Plugin, discover
 from ticklock.settings.declared import RUNNER_MARGIN, SETTINGS, every_setting
-from ticklock.settings.parsers import Cpus
 from ticklock.settings.reading import check_unique, read_settings
 
 
@@ -41,7 +40,6 @@ class Settings:
     max_pending: int
     dispatch_resolution: float
     lease_slack: float
-    cpus: Cpus
     shutdown_grace: float
     retention_per_job: int
     retention_days: float

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 
 from ticklock.clock import Clock
-from ticklock.domain.invoke import AttemptKind, AttemptResult
+from ticklock.domain.fire_rules import RunOutcome
 from ticklock.domain.jobs import ExecutionStatus
+from ticklock.engine.invoke import AttemptKind, AttemptResult
 
 BACKOFF_START = 1.0
 BACKOFF_CAP = 30.0
@@ -23,15 +23,6 @@ BACKOFF_CAP = 30.0
 def backoff(retry: int) -> float:
     """Seconds to wait before retry number ``retry`` (1-based)."""
     return min(BACKOFF_START * 2.0 ** (retry - 1), BACKOFF_CAP)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    status: ExecutionStatus
-    attempts: int
-    error: str | None = None
-    abandoned: bool = False  # the last attempt's sync thread still runs: keep the job's lock until its TTL
-    taken_over: bool = False  # the last attempt was given up inline, and its take-over finished the fire
 
 
 Attempt = Callable[[int, float], AttemptResult]

@@ -6,17 +6,12 @@
   running until it returns, counted in ``abandoned`` (the ``ticklock_handler_threads_abandoned``
   gauge) - the worker that called it is free at once, so the pool never wedges.
 * Inline (``Invoker(inline=True)``, for a caller that passes ``take_over``): a sync handler runs on the
-  calling thread itself, and a watchdog thread keeps its deadline. Handing each attempt to another
-  thread and back cost ~160 us of CPU a fire, more than the rest of a noop fire's run. At the deadline
+  calling thread itself, and a watchdog thread keeps its deadline: handing each attempt to another thread
+  and back costs more CPU than the rest of a quick fire's run (``bench/fire_path.py``). At the deadline
   (and the grace) the watchdog does what the caller would have done with the TIMEOUT: it calls
   ``take_over`` with that result on a thread of its own, and ``on_stuck`` with the caller's thread (a
   pool starts another worker in its place). When the straggler returns at last, ``call`` returns a
   result with ``taken_over`` set: the caller is to do nothing more with it.
-* Placement (``Invoker(placement=...)``): handler code may run on other CPUs than the engine's own. The
-  threads that run handlers only (the event loop's, the sync runners') move to the handlers' CPUs when they
-  start, and an inline call moves its thread there for the handler and back after it. The runtime supplies
-  the placement (``runtimes.local.place_engine``: the engine on one CPU, handlers on all); by default
-  nothing moves.
 * ``interrupt_all`` (shutdown after the grace period) makes every waiting call return INTERRUPTED (an
   inline one: hands INTERRUPTED to its ``take_over``).
 """
@@ -34,7 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ticklock.handlers.contract import Handler, HandlerContext
 
@@ -57,36 +52,6 @@ class AttemptResult:
 
 
 TakeOver = Callable[[AttemptResult], object]
-
-
-class Placement(Protocol):
-    """Where handler code runs, apart from the engine's own work. Both calls act on the calling thread, are
-    cheap (an inline call makes both each attempt) and never raise."""
-
-    def to_handlers(self) -> None:
-        """This thread runs handler code from now on (and what it starts inherits the place)."""
-
-    def to_engine(self) -> None:
-        """This thread runs the engine's work again."""
-
-    def describe(self) -> object:
-        """What the start-up log says of it."""
-
-
-class Stay:
-    """The default placement: every thread stays where it is."""
-
-    def to_handlers(self) -> None:
-        return None
-
-    def to_engine(self) -> None:
-        return None
-
-    def describe(self) -> object:
-        return "any"
-
-
-STAY = Stay()
 
 
 class _NoEvent:
@@ -121,7 +86,7 @@ class _Call:
 
 
 class _Runner:
-    """A reusable thread for sync handlers: starting a thread per attempt cost ~150 us of CPU a fire."""
+    """A reusable thread for sync handlers: a thread started per attempt costs more than the attempt."""
 
     def __init__(self, invoker: Invoker) -> None:
         self.invoker = invoker
@@ -131,7 +96,6 @@ class _Runner:
         threading.Thread(target=self._loop, name="ticklock-handler", daemon=True).start()
 
     def _loop(self) -> None:
-        self.invoker.placement.to_handlers()  # this thread runs handlers only
         while True:
             item = self.inbox.get()
             if item is None:
@@ -159,11 +123,10 @@ def describe(exc: BaseException) -> str:
 class Invoker:
     """Runs handler attempts; owns the event loop thread for async handlers."""
 
-    def __init__(self, *, max_idle_threads: int = 64, inline: bool = False, placement: Placement = STAY) -> None:
+    def __init__(self, *, max_idle_threads: int = 64, inline: bool = False) -> None:
         self.inline = inline
-        self.placement = placement
         self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self._run_loop, name="ticklock-async", daemon=True)
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="ticklock-async", daemon=True)
         self._loop_thread.start()
         self._lock = threading.Lock()
         self._inflight: set[_Call] = set()
@@ -180,10 +143,6 @@ class Invoker:
         self._watchdog: threading.Thread | None = None
         self._taking_over: set[threading.Thread] = set()
         self._interrupted = False
-
-    def _run_loop(self) -> None:
-        self.placement.to_handlers()  # the async handlers' thread runs handlers only
-        self._loop.run_forever()
 
     @property
     def abandoned(self) -> int:
@@ -311,14 +270,10 @@ class Invoker:
                 self._watched = [item for item in self._watched if not (item[2].finished or item[2].abandoned)]
                 heapq.heapify(self._watched)
             heapq.heappush(self._watched, (at, next(self._seq), call))
-        placement = self.placement
         try:
-            placement.to_handlers()
             handler.func(ctx)
         except BaseException as exc:  # noqa: BLE001 - a handler may raise anything
             call.kind, call.error = AttemptKind.ERROR, describe(exc)
-        finally:
-            placement.to_engine()
         with self._lock:
             call.finished = True
             abandoned, told, settled = call.abandoned, call.told, call.settled

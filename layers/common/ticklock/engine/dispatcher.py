@@ -7,13 +7,9 @@ boundaries. Claimed-but-not-yet-due fires are bounded by ``max_pending``. A queu
 (SQS) is given fires ``send_ahead`` seconds early, in windows of half that, so that they go in full
 batches; its consumer waits for the fire time. Between hand-overs the dispatcher sleeps at least
 ``resolution`` (serve: 20 ms): the fires that come due meanwhile go out together, each at most that late,
-and a worker (or the dispatcher itself) runs quick ones as one batch, where handing each over at its
-instant cost a thread wake-up per fire and a store commit per few fires. A fire with none due that soon
-after the last hand-over goes at its instant. With ``hand_over`` (serve: a batch, 16) that least gap
-follows the pace fires come due at, between a tenth of ``resolution`` and all of it, so that a hand-over
-is about that many fires: 1,000 fires a second spread go 16 every 16 ms, 5,000 go 16 every ~3 ms, and
-neither waits the whole resolution. While a claim comes back full
-it claims again at once: the batch is a batch, not a ceiling per second. Handing a fire to a full
+for one wake-up of the dispatcher rather than one per fire. A fire with none due that soon after the last
+hand-over goes at its instant. While a claim comes back full it claims again at once: the batch is a batch,
+not a ceiling per second. Handing a fire to a full
 queue blocks, so the dispatcher falls behind the clock instead of growing memory. A store outage is
 logged and the tick is tried again the next second; nothing here lets an exception end the loop.
 """
@@ -26,7 +22,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from ticklock.clock import Clock
@@ -57,7 +52,6 @@ class Dispatcher:
         max_pending: int = MAX_PENDING,
         send_ahead: float = 0.0,
         resolution: float = 0.0,
-        hand_over: int = 0,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -70,8 +64,6 @@ class Dispatcher:
         self.max_pending = max_pending
         self.send_ahead = timedelta(seconds=send_ahead)
         self.resolution = timedelta(seconds=resolution)
-        self.hand_over = hand_over
-        self._gap = self.resolution  # between hand-overs, at least (``_pace``)
         self._handed: datetime | None = None  # when the last hand-over of any fire began
         self._pending: list[tuple[datetime, int, Fire]] = []
         self._starved = False  # the last claim was cut short by max_pending: more may be due
@@ -162,10 +154,8 @@ class Dispatcher:
         return fires
 
     # -- the loop -----------------------------------------------------------------------------------
-    def run(self, stop: threading.Event, superseded: Callable[[], bool] = lambda: False) -> None:
-        """Tick every wall-clock second until ``stop`` is set, or until ``superseded`` says that another
-        thread dispatches now (a queue that runs quick fires on the caller's thread relieves a caller held
-        up by one: the local pool's ``caller_runs``); this thread then returns after its hand-over."""
+    def run(self, stop: threading.Event) -> None:
+        """Tick every wall-clock second until ``stop`` is set."""
         next_tick = self.clock.now()
         log.info(
             "dispatcher.started",
@@ -184,10 +174,8 @@ class Dispatcher:
                     if now >= next_tick:
                         next_tick = _next_second(now)
                 began = self.clock.now()
-                self._pace(began, self.release_due(began + self.send_ahead, stop))
-                if superseded():
-                    log.info("dispatcher.superseded", extra={"owner": self.owner})
-                    return
+                if self.release_due(began + self.send_ahead, stop):
+                    self._handed = began
                 if more or self._room_again():  # before sleeping: the room may have come with the last release
                     continue
                 now = self.clock.now()
@@ -195,10 +183,9 @@ class Dispatcher:
                 held = self.next_wake()
                 if held is not None:
                     # with send_ahead, fires go out in windows of half of it: fuller batches, fewer calls; and
-                    # never sooner than the least gap (``_pace``) after the last hand-over began, so that the
-                    # fires due within it go out together (run as one batch) for at most that much lag; a
-                    # hand-over that itself lasted longer (the dispatcher ran it) is followed at once
-                    gap = max(self.send_ahead / 2, self._gap)
+                    # never sooner than ``resolution`` after the last hand-over began, so that the fires due
+                    # within it go out together; a hand-over that itself lasted longer is followed at once
+                    gap = max(self.send_ahead / 2, self.resolution)
                     after = held if self._handed is None else self._handed + gap
                     wake = min(wake, max(held - self.send_ahead, after))
                 self.clock.sleep(max(0.0, (wake - now).total_seconds()), stop)
@@ -207,20 +194,6 @@ class Dispatcher:
                 more = False
                 self.clock.sleep(1.0, stop)
         log.info("dispatcher.stopped", extra={"owner": self.owner})
-
-    def _pace(self, began: datetime, released: int) -> None:
-        """A hand-over that began at ``began`` gave the queue ``released`` fires: with ``hand_over``, the least
-        gap before the next is the time ``hand_over`` fires take to come due at the pace these did (those
-        due since the last hand-over began), between a tenth of ``resolution`` and ``resolution``. Measured
-        on the clock, not on the last gap: a claim's round trips, a hand-over the dispatcher ran itself or a
-        wake-up cut short by the whole second do not skew it, and one odd count moves one gap only."""
-        if released <= 0:
-            return
-        last, self._handed = self._handed, began
-        if self.hand_over <= 0 or last is None or began <= last:  # nothing to measure the pace over
-            return
-        gap = (began - last) * (self.hand_over / released)
-        self._gap = min(self.resolution, max(self.resolution / 10, gap))
 
     def _safely_tick(self, claimed: int, seconds: float, *, failed: bool) -> None:
         try:

@@ -28,6 +28,10 @@ from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
 
+# no heartbeat beats on a fake clock: claims and locks last as long as the runs these tests take
+LEASE = 30.0
+
+
 @dataclass
 class Harness:
     store: SQLiteStore
@@ -62,6 +66,7 @@ class Harness:
             owner=owner,
             lock_failure=lock_failure,
             fire_log=fire_log,
+            lease=LEASE,
         )
         self.runners.append(runner)
         return runner

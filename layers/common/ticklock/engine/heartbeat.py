@@ -48,37 +48,38 @@ class Heartbeat:
         self.lease = lease
         self.lookahead = lookahead  # a claim lasts from its horizon, which is this far ahead of its claim
         self.every = lease / 3
-        self._held: dict[tuple[str, str], Held] = {}
+        # by delivery (the fire object, kept alive while held): a second delivery of the same fire in this
+        # process is held and dropped on its own, never in place of the run it duplicates
+        self._held: dict[int, tuple[Fire, Held]] = {}
         self._mutex = threading.Lock()
 
     def hold(self, fire: Fire) -> None:
         lease = fire.job.lease
         until = lease.until if lease is not None else self.clock.now()
         with self._mutex:
-            self._held.setdefault((fire.job.id, fire.lease_token), Held(fire.job.id, fire.lease_token, until))
+            self._held.setdefault(id(fire), (fire, Held(fire.job.id, fire.lease_token, until)))
 
     def locked(self, fire: Fire, key: str, token: str) -> None:
         """The fire's job lock, taken (``token``) or let go (''): kept alive with its claim."""
         with self._mutex:
-            held = self._held.get((fire.job.id, fire.lease_token))
-            if held is not None:
-                held.lock_key, held.lock_token = key, token
+            if (entry := self._held.get(id(fire))) is not None:
+                entry[1].lock_key, entry[1].lock_token = key, token
 
     def drop(self, fire: Fire) -> None:
         with self._mutex:
-            self._held.pop((fire.job.id, fire.lease_token), None)
+            self._held.pop(id(fire), None)
 
     def until(self, fire: Fire) -> datetime | None:
         """When the fire's claim ends, as far as this process knows (its last beat, or its claim)."""
         with self._mutex:
-            held = self._held.get((fire.job.id, fire.lease_token))
-        if held is not None:
-            return held.until
+            entry = self._held.get(id(fire))
+        if entry is not None:
+            return entry[1].until
         return fire.job.lease.until if fire.job.lease is not None else None
 
     def held(self) -> list[Held]:
         with self._mutex:
-            return list(self._held.values())
+            return [held for _, held in self._held.values()]
 
     def beat(self) -> None:
         """Extend every held claim and lock; a failure is logged, and the next beat tries again."""

@@ -27,7 +27,6 @@ from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
-
 # no heartbeat beats on a fake clock: claims and locks last as long as the runs these tests take
 LEASE = 30.0
 

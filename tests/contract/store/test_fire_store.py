@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.contract.store.helpers import SLACK, claim
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Trigger
+from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Lease, Trigger
 from ticklock.errors import StaleVersion
 from ticklock.ports import Completion, Store
 
@@ -37,7 +37,7 @@ def test_extending_claims_keeps_the_jobs_claimed_and_leaves_other_claims_alone(s
     # past the claim's own end: the extended job is still claimed, the other one is due again
     again = claim(store, now=T0 + SLACK, owner="you")
     assert [j.id for j in again] == [other.id]
-    assert store.get_job(mine.id).lease == lease[mine.id].__class__(lease[mine.id].token, "me", later)  # type: ignore[union-attr]
+    assert store.get_job(mine.id).lease == Lease(claimed[mine.id].lease.token, "me", later)  # type: ignore[union-attr]
     assert [j.id for j in claim(store, now=later, owner="you")] == [mine.id]
     assert store.extend_claims([], until=later) == 0
 

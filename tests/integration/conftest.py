@@ -27,6 +27,9 @@ from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
 
+# no heartbeat beats on a fake clock: claims and locks last as long as the runs these tests take
+LEASE = 30.0
+
 
 @dataclass
 class Harness:
@@ -62,6 +65,7 @@ class Harness:
             owner=owner,
             lock_failure=lock_failure,
             fire_log=fire_log,
+            lease=LEASE,
         )
         self.runners.append(runner)
         return runner

@@ -19,6 +19,8 @@ from ticklock.ports import Locker, Store
 
 T = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a slot of every schedule below
 EVERY_10 = CronSchedule("*/10 * * * * *")
+# no heartbeat beats on the fake clock: claims and locks last as long as the runs these tests take
+LEASE = 120.0
 
 
 class Engine:
@@ -54,6 +56,7 @@ class Engine:
             owner="test",
             lock_failure=lock_failure,
             alerts=alerts,
+            lease=LEASE,
         )
 
     def add(self, handler: str = "noop", schedule: Schedule = EVERY_10, policy: Policy | None = None) -> Job:

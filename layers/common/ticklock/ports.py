@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Execution, Fire, Job, Trigger
+from ticklock.domain.jobs import Execution, Fire, Job, Lease, Trigger
 from ticklock.domain.ledger import LedgerEntry
 
 JOB_SORTS = ("id", "name", "next_run_at", "last_at")
@@ -158,10 +158,22 @@ class FireStore(Protocol):
 
         One atomic step per batch (a conditional update, never read-then-write): a job is returned by
         exactly one concurrent caller. Each returned job carries a new ``Lease`` owned by ``owner`` that
-        lasts until ``horizon + timeout + slack``; until then, or until ``advance`` or
-        ``release``, the job is not due (no re-dispatch while it runs). The returned jobs show the
-        definition as it was at the claim.
+        lasts until ``horizon + slack``, and longer while ``extend_claims`` keeps it (the heartbeat of the
+        process that runs its fire); until it ends, or until ``advance`` or ``release``, the job is not due
+        (no re-dispatch while it runs). The returned jobs show the definition as it was at the claim.
         """
+        ...
+
+    def extend_claims(self, claims: Sequence[tuple[str, str]], *, until: datetime) -> int:
+        """Make each claim still held, given as (job id, lease token), last until ``until`` (the job is not due
+        before then): a heartbeat, so that a claim lapses seconds after its process dies, whatever the job's
+        timeout. A claim advanced, released or taken by another since is left alone. Returns how many were
+        extended."""
+        ...
+
+    def live_claims(self, *, now: datetime) -> list[tuple[str, Lease]]:
+        """Every claim that lasts past ``now``, as (job id, lease): for a process that starts to find those
+        of a process known to be dead (on its host, with no such pid alive) and ``release`` them at once."""
         ...
 
     def release(self, job_id: str, lease_token: str) -> None:

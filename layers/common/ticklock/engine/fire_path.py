@@ -37,6 +37,7 @@ from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire
 from ticklock.domain.ledger import LedgerEntry
 from ticklock.engine.accounting import Accounting
+from ticklock.engine.heartbeat import LEASE, Heartbeat
 from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.engine.recovery import ORPHANS_PER_SWEEP, finalise_lost, lose_orphans
 from ticklock.engine.reporting import FireLog, Reporter, fields_of, safely
@@ -112,6 +113,8 @@ class TaskRunner:
         max_resumes: int = MAX_RESUMES,
         alerts: Alerts | None = None,
         fire_log: FireLog = FireLog.EACH,
+        lease: float = LEASE,
+        lookahead: float = 1.0,
     ) -> None:
         self.store = store
         self.locker = locker
@@ -127,6 +130,8 @@ class TaskRunner:
         self.accounting = Accounting(store=store, reporter=self.report, clock=clock)
         self.shutdown = threading.Event()  # set when a shutdown cuts runs off: no new attempt starts
         self.speeds = HandlerSpeeds()  # how long each handler's runs take (which fires a worker takes together)
+        # keeps the claims and locks of the fires held alive: the runtime runs its beat in a thread
+        self.heartbeat = Heartbeat(store=store, locker=locker, clock=clock, lease=lease, lookahead=lookahead)
 
     def run(self, fire: Fire) -> Outcome:
         return self.run_all([fire])[0]
@@ -136,15 +141,26 @@ class TaskRunner:
         and locked, their executions are recorded in one write, they run in turn, and those that ended are
         finalised and advanced in one write: fires taken together share their commits."""
         outcomes = [Outcome() for _ in fires]
-        taken = [t for i, fire in enumerate(fires) if (t := self._take(i, fire, outcomes)) is not None]
+        taken: list[_Taken] = []
         try:
+            for i, fire in enumerate(fires):
+                self.heartbeat.hold(fire)
+                if (t := self._take(i, fire, outcomes)) is not None:
+                    taken.append(t)
             recorded = self._record(taken, outcomes)
         except BaseException:
             for t in taken:  # nothing of these fires holds their jobs any longer
                 self._let_go(t)
+            for fire in fires:
+                self.heartbeat.drop(fire)
             raise
         self._run_in_turn(recorded, outcomes, ended=[])
         return outcomes
+
+    def _decided(self, outcomes: list[Outcome], index: int, fire: Fire, outcome: Outcome) -> None:
+        """A fire's outcome: its final write is done (or it goes no further), so its claim is no longer kept."""
+        outcomes[index] = outcome
+        self.heartbeat.drop(fire)
 
     # -- 0. check, 1. lock ----------------------------------------------------------------------------
     def _take(self, index: int, fire: Fire, outcomes: list[Outcome]) -> _Taken | None:
@@ -165,17 +181,18 @@ class TaskRunner:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.CATCHUP_WINDOW_PASSED.value,
                                             "late": round(late, 3)})  # fmt: skip
             skip = SkipReason.CATCHUP_WINDOW_PASSED
-        elif rules.lease_short(job, now):
+        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             skip = SkipReason.LEASE_EXPIRED
         if skip is not None or handler is None:
-            outcomes[index] = self._skip(fire, skip or SkipReason.UNKNOWN_HANDLER)
+            self._decided(outcomes, index, fire, self._skip(fire, skip or SkipReason.UNKNOWN_HANDLER))
             return None
         key = rules.lock_key(fire)
         token = self._lock(fire, key, fields)
         if isinstance(token, SkipReason):
-            outcomes[index] = self._skip(fire, token)
+            self._decided(outcomes, index, fire, self._skip(fire, token))
             return None
+        self.heartbeat.locked(fire, key, token)
         return _Taken(index, fire, handler, fields, key, token)
 
     def give_up(self, fire: Fire, error: str) -> None:
@@ -199,7 +216,7 @@ class TaskRunner:
 
     def _lock(self, fire: Fire, key: str, fields: dict[str, Any]) -> str | SkipReason:
         """The lock's token ('' when the lock backend is out and ``lock_failure`` says run), or why not."""
-        ttl = fire.job.timeout + LOCK_MARGIN
+        ttl = self.heartbeat.lease  # kept while the fire runs: a crashed run's lock lapses within seconds
         try:
             token = self.locker.acquire(key, ttl)
         except LockUnavailable as exc:
@@ -248,7 +265,7 @@ class TaskRunner:
                 if found.lose is not None:
                     self._let_go(t)
                     self._lose(t.fire, execution, found.lose)
-                    outcomes[t.index] = Outcome(skipped=SkipReason.GIVEN_UP)
+                    self._decided(outcomes, t.index, t.fire, Outcome(skipped=SkipReason.GIVEN_UP))
                     continue
                 if found.resume is None or not self.store.take_over_execution(
                     found.resume, previous_token=execution.run_token
@@ -258,7 +275,7 @@ class TaskRunner:
                         log.info("fire.skipped", extra={**t.fields, "reason": skip.value,
                                                         "execution_id": execution.id})  # fmt: skip
                     self._let_go(t)
-                    outcomes[t.index] = self._skip(t.fire, skip, started=found.started)
+                    self._decided(outcomes, t.index, t.fire, self._skip(t.fire, skip, started=found.started))
                     continue
                 log.warning("execution.resumed", extra={**t.fields, "execution_id": execution.id,
                             "previous_owner": execution.owner, "previous_status": execution.status.value})  # fmt: skip
@@ -288,7 +305,7 @@ class TaskRunner:
             scheduled_at=fire.scheduled_at,
             started_at=now,
             deadline_at=now + timedelta(seconds=job.timeout),
-            run_token=new_token(),
+            run_token=rules.run_token(fire.lease_token),
             owner=self.owner,
             jitter=fire.jitter,
             detached=detached,
@@ -306,7 +323,7 @@ class TaskRunner:
 
             def conclude(outcome: RunOutcome, t: _Taken = t, rest: list[_Taken] = items[k + 1 :]) -> Execution:
                 done = self._conclude(t, outcome)
-                outcomes[t.index] = Outcome(execution=done)
+                self._decided(outcomes, t.index, t.fire, Outcome(execution=done))
                 self._run_in_turn(rest, outcomes, ended)  # on the take-over's thread
                 return done
 
@@ -315,11 +332,12 @@ class TaskRunner:
             except BaseException:  # the fires not run keep nothing of their jobs (their rows are resumed)
                 for left in items[k:]:
                     self._let_go(left)
+                    self.heartbeat.drop(left.fire)
                 raise
             if outcome.taken_over:  # its take-over concluded it and goes on with the rest
                 return
             if outcome.status is ExecutionStatus.INTERRUPTED or outcome.abandoned or not t.advance:
-                outcomes[t.index] = Outcome(execution=self._conclude(t, outcome))  # at once, alone
+                self._decided(outcomes, t.index, t.fire, Outcome(execution=self._conclude(t, outcome)))  # at once
                 continue
             self._let_go(t)  # the run is over: a fire of its job due at once does not meet the lock
             ended.append((t, outcome))
@@ -370,8 +388,7 @@ class TaskRunner:
         """Steps 4 and 5 for the runs that ended, in one write (one alone: ``Store.complete`` retried through
         an outage; several: ``Store.complete_many``, each alone if that fails); their outcomes set."""
         for (t, _), done in zip(ended, self._finalised(ended), strict=True):
-            if done is not None:
-                outcomes[t.index] = Outcome(execution=done)
+            self._decided(outcomes, t.index, t.fire, Outcome(execution=done) if done is not None else Outcome())
 
     def _finalised(self, ended: list[tuple[_Taken, RunOutcome]]) -> list[Execution | None]:
         """``_finish``'s writes: each run's execution as finalised (None: its write failed, logged)."""
@@ -444,6 +461,7 @@ class TaskRunner:
     def _let_go(self, t: _Taken) -> None:
         """Release a fire's lock (its run is over, or it goes no further)."""
         if t.token:
+            self.heartbeat.locked(t.fire, t.key, "")
             safely("lock.release_failed", t.fields, self.locker.release, t.key, t.token)
             t.token = ""
 
@@ -512,8 +530,6 @@ class TaskRunner:
             if final is not None and advanced and not self._has_run(fire):
                 entry = LedgerEntry.one(fire.job.id, final, fire.scheduled_at, self.clock.now(), fire.trigger)
                 self.accounting.account(fire, entry)
-        elif reason in rules.RELEASE_AFTER:
-            self.store.release(fire.job.id, fire.lease_token)
         return Outcome(skipped=reason)
 
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:

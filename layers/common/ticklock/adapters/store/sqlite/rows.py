@@ -50,10 +50,6 @@ def from_us(value: int) -> datetime:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def us_delta(delta: timedelta) -> int:
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
 def utc_now() -> datetime:
     return datetime.now(UTC)
 

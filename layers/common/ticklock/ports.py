@@ -396,8 +396,8 @@ class FireQueue(Protocol):
     Every fire given to ``submit`` ends as exactly one of: handed over (it reaches what runs fires once, the
     same job, slot, trigger and lease token), named by a ``QueueUnavailable``, or returned by
     ``drain_unstarted``. The caller gives the last two back to the store, so that they are claimed again:
-    nothing claimed is lost. (SQS may deliver a message it was given once twice: the fire's execution record
-    absorbs that, not the queue.)
+    nothing claimed is lost. (SQS itself may deliver a sent message more than once: the fire's execution
+    record absorbs that, not the queue.)
     """
 
     def submit(self, fire: Fire) -> None:
@@ -431,8 +431,9 @@ class FireQueue(Protocol):
     def drain_unstarted(self) -> Sequence[Fire]:
         """Take no more work (``submit`` raises from now on, a waiting one too) and return the fires handed to
         ``submit`` that no consumer has started and none will: the pool's queued fires, SQS's buffered ones
-        (a fire sent to SQS is its runners'). A fire a consumer already took runs to its end. Shutdown calls
-        it, and gives the fires back to the store."""
+        (a fire sent to SQS is its runners'). A fire a consumer already took runs to its end. ``ticklock
+        serve``'s shutdown calls it and gives the fires back to the store; the tick function need not (its
+        dispatcher flushes after every release, so nothing stays buffered)."""
         ...
 
 

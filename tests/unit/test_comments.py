@@ -4,8 +4,8 @@ benchmark figure. Figures belong in bench/ output, and the design is cited as do
 Every Python file outside the tests and benchmarks is read: its comments (``tokenize``) and its docstrings
 (``ast``: every bare string statement, so attribute docstrings too). A figure is a number with a unit of
 time, size or rate; it is a benchmark figure when it is a microsecond count, a percentile, a rate, a
-speed-up, an approximation (``~25 ms``), a cost per fire or call, or sits in a sentence that says it was
-measured (took, costs, saves, CPU, ...). A parameter the code sets ("retries after 0.5 s") is none of
+speed-up, an approximation (``~25 ms``), a cost per fire or call, or stands next to words that say it
+was measured (took, costs, saves, CPU, ...). A parameter the code sets ("retries after 0.5 s") is none of
 these. A path a comment names must be the tail of a file in the repository; a section it quotes from the
 README or docs/design.md must be there.
 """
@@ -136,7 +136,8 @@ ALWAYS = re.compile(
     rf"|{FIGURE}\s+{PER}",  # a cost a fire: 13 us of CPU, 2 ms a call
     re.IGNORECASE,
 )
-IN_A_MEASURED_SENTENCE = re.compile(rf"{FIGURE}|{FRACTION}", re.IGNORECASE)
+NEAR_A_MEASUREMENT = re.compile(rf"{FIGURE}|{FRACTION}", re.IGNORECASE)
+NEAR = 60  # characters either side, within its sentence: a parameter may share a sentence with a cost
 SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(`\"])|\n\s*\n|\n\s*(?:[-*]|\d+\.)\s")
 
 
@@ -188,8 +189,8 @@ def problems(text: str) -> Iterator[tuple[int, str, str]]:
     for match in ALWAYS.finditer(text):
         yield match.start(), "a benchmark figure", match.group()
     for start, sentence in sentences(text):
-        if MEASURED.search(sentence):
-            for match in IN_A_MEASURED_SENTENCE.finditer(sentence):
+        for match in NEAR_A_MEASUREMENT.finditer(sentence):
+            if MEASURED.search(sentence[max(0, match.start() - NEAR) : match.end() + NEAR]):
                 yield start + match.start(), "a measured figure", match.group()
 
 
@@ -277,6 +278,8 @@ def test_the_rules_refuse(text: str) -> None:
         "On error a handler is retried after 1 s, then 2, 4, 8, 16, 30, 30 ... seconds",
         "``resolution`` (serve: 20 ms): fires due meanwhile go out together, for one wake-up rather than one per fire",
         "a hung store costs one thread, and a flood of health checks one ping",
+        "``resolution`` (serve: 20 ms): the fires due meanwhile go out together, each at most that late, and a"
+        " worker runs quick ones as one batch, where handing each over at its instant cost a wake-up per fire",
         "may 5 workers share it",
         "the id is 32 hex digits (0x7f3a9c1d in the example), never deadbeef",
         'the job store (docs/design.md, "Every fire accounted for")',

@@ -53,7 +53,7 @@ log = logging.getLogger("ticklock.lambda")
 
 TICK_MARGIN = 5.0  # seconds of the tick invocation kept for giving held fires back and flushing metrics
 # the tick sends fires this early, in windows of half of it, so that SendMessageBatch calls go out full
-# (500 fires/s spread over each second would otherwise be ~500 calls of one message); the runner then
+# (fires spread over each second would otherwise go out as calls of one message each); the runner then
 # waits for each fire's time, so SQS's own delivery delay is hidden as well
 SEND_AHEAD = 0.2
 # records of one SQS batch run at once, each on a thread of this many: the template's BatchSize is at most 10

@@ -202,8 +202,8 @@ class LocalService:
 
 def _settle_heap() -> None:
     """Move what start-up made (modules, models, the wiring: objects that live as long as the process) out
-    of the cyclic collector's reach. Each full collection walked all of them with the GIL held, a pause of
-    ~25 ms every few seconds under load in which no fire started. Once per process: what is frozen is
+    of the cyclic collector's reach. Each full collection would walk all of them with the GIL held, a pause
+    in which no fire starts. Once per process: what is frozen is
     never collected (the service's own cycles included), which is right for ``serve`` only."""
     gc.collect()
     gc.freeze()

@@ -202,8 +202,8 @@ def _advance(
 
     A scheduled fire of a job unchanged since its claim (same version, no trigger or backfill pending, as
     MongoDB's fast advance) is one guarded UPDATE computed from the claimed job; otherwise, or if that
-    guard misses, the job is read back and advanced from what is stored (a read and a decode of the row:
-    a third of a batched fire's store time)."""
+    guard misses, the job is read back and advanced from what is stored (a read and a decode of the row,
+    which the common case spares)."""
     extra, values = ("", ()) if summary is None else (f", {SUMMARY}", _summary_values(summary))
     if fire.trigger is Trigger.SCHEDULE and fire.job.backfill is None and fire.job.trigger_at is None:
         enabled, due = fast_advance(fire.job, next_run_at)

@@ -79,8 +79,8 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
 
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
     """The job's columns in ``JOB_COLUMNS``' order: what ``job_values`` holds (``job_record_row`` below, kept
-    as its check in the tests), built in order rather than through the record's dict of 27 keys (which was
-    a fifth of a batch create's time)."""
+    as its check in the tests), built in order rather than through the record's dict of 27 keys, on the
+    path of every batch create."""
     lease, last = job.lease, job.last_run
     return (
         job.id, job.name, job.handler, schedule_text(job.schedule), payload_text(job.payload), job.timeout,

@@ -20,8 +20,9 @@ from ticklock.clock import Clock, FakeClock, SystemClock
 from ticklock.domain.jobs import Fire, Job
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.engine.reporting import FireLog
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry

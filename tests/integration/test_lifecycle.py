@@ -17,8 +17,9 @@ from ticklock.domain.events import STARTED
 from ticklock.domain.fire_rules import SkipReason
 from ticklock.domain.jobs import ExecutionStatus, Trigger
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
-from ticklock.engine.fire_path import MAX_RESUMES, LockFailure
+from ticklock.engine.fire_path import MAX_RESUMES
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.engine.reporting import FireLog
 from ticklock.errors import StoreUnavailable
 

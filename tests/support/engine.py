@@ -12,8 +12,9 @@ from ticklock.clock import FakeClock
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.jobs import Fire, Job, Policy
 from ticklock.domain.schedules import CronSchedule, Schedule
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.ports import Locker, Store
 

@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from ticklock.domain.ids import new_token
+from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Overlap, Trigger
 from ticklock.domain.ledger import Reason
 from ticklock.domain.overlap import following
@@ -69,6 +69,15 @@ def lease_short(until: datetime | None, now: datetime, left: float) -> bool:
 def run_token(claim: str) -> str:
     """A run's token, which names the claim it runs under (``claim.random``): see ``on_found``."""
     return f"{claim}.{new_token()}"
+
+
+def fresh_execution(fire: Fire, handler: str, now: datetime, *, owner: str) -> Execution:
+    """The row step 2 records for ``fire``, its run starting ``now`` (allow_all's is ``detached``)."""
+    job = fire.job
+    return Execution(id=new_id(), job_id=job.id, fire_key=fire.key, handler=handler, trigger=fire.trigger,
+                     scheduled_at=fire.scheduled_at, started_at=now, deadline_at=now + timedelta(seconds=job.timeout),
+                     run_token=run_token(fire.lease_token), owner=owner, jitter=fire.jitter,
+                     detached=side_by_side(fire))  # fmt: skip
 
 
 def claim_of(execution: Execution) -> str | None:

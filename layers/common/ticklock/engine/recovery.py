@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
 from ticklock.domain.fire_rules import cause
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Job
+from ticklock.domain.ids import new_id, new_token
+from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job
 from ticklock.engine.reporting import Reporter
 from ticklock.errors import JobNotFound
 from ticklock.ports import FireStore, Store
@@ -29,6 +30,21 @@ def finalise_lost(store: Store, reporter: Reporter, clock: Clock, execution: Exe
         return False
     reporter.lost(lost, job)
     return True
+
+
+def unfinished(store: Store, fire: Fire, owner: str, now: datetime) -> Execution | None:
+    """The execution of a fire that cannot be processed at all (a message about to be dead-lettered), to be
+    recorded as LOST: a placeholder row if it has none; None if it is final or runs somewhere right now
+    (that run decides)."""
+    placeholder = Execution(id=new_id(), job_id=fire.job.id, fire_key=fire.key, handler=fire.job.handler,
+                            trigger=fire.trigger, scheduled_at=fire.scheduled_at, started_at=now, deadline_at=now,
+                            run_token=new_token(), owner=owner)  # fmt: skip
+    started = store.start_execution(placeholder)
+    execution = started.execution
+    live = execution.deadline_at + timedelta(seconds=LOCK_MARGIN) >= now
+    if execution.status.final or (not started.created and execution.status is ExecutionStatus.RUNNING and live):
+        return None
+    return execution
 
 
 def lose_orphans(store: Store, reporter: Reporter, clock: Clock, *, limit: int = ORPHANS_PER_SWEEP) -> int:

@@ -13,9 +13,10 @@ from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts, Destinations
 from ticklock.domain.service import JobService, Limits
 from ticklock.engine.dispatcher import Dispatcher
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.heartbeat import Heartbeat
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.engine.outbox import Outbox
 from ticklock.engine.reporting import FireLog
 from ticklock.handlers.contract import Registry

@@ -116,11 +116,11 @@ def serve_environ(**settings: str) -> dict[str, str]:
 class Serve:
     """One ``ticklock serve`` process on its own port, its output appended to ``log``."""
 
-    def __init__(self, environ: Mapping[str, str], log: Path, cwd: Path) -> None:
+    def __init__(self, environ: Mapping[str, str], log: Path, cwd: Path, python: str = sys.executable) -> None:
         self.log = log
         self._out: IO[bytes] = log.open("ab")
         env = {**environ, "TICKLOCK_PORT": str(free_port())}
-        argv = [sys.executable, "-m", "ticklock", "serve"]
+        argv = [python, "-m", "ticklock", "serve"]
         self.proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=subprocess.STDOUT, cwd=cwd)
         self.started_ns = time.time_ns()
 
@@ -168,6 +168,7 @@ class Plan:
     pause: tuple[float, float] = (0.3, 3.0)  # s, uniform: from every job back at work to the next kill
     cap: float = 200.0  # s the stream lasts at most, whatever it reached
     first_run: float = 60.0  # s the first process gets to run every job once
+    drain: float = 0.0  # s after the last kill for every job to run again, so that long gaps are measured
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,9 @@ def restart_stream(
         kills.append(Kill(at, dead, serve.started_ns, running))
         until = time.monotonic() + plan.bound
         wait_back(folder, jobs, since_ns=at, dead=dead, until=until, alive=serve.check_alive)
+    if kills and plan.drain:
+        until = time.monotonic() + plan.drain
+        wait_back(folder, jobs, since_ns=kills[-1].at_ns, dead=kills[-1].pid, until=until, alive=serve.check_alive)
     return kills
 
 

@@ -255,10 +255,11 @@ def running_in_sqlite(db: Path, names: Mapping[str, str]) -> Callable[[], frozen
 class Findings:
     runs: int
     fires: int  # distinct (job, slot) that started
-    twice: list[Fire]  # fires that started more than once
+    twice: list[Fire]  # fires that started more than once, in order
     cut_mid_run: list[Fire]  # of those, whose earlier run had no end mark
     ended_unwritten: list[Fire]  # of those, whose earlier run had ended (end mark) but was not finalised
     unexplained: list[str]  # re-runs that no kill explains: the invariant broken
+    unexplained_fires: list[Fire] = field(default_factory=list)
     gaps: list[dict[str, float | None]] = field(default_factory=list)  # per kill: job -> s kill to next run
     from_restart: list[dict[str, float | None]] = field(default_factory=list)  # per kill: s restart to next run
 
@@ -277,6 +278,7 @@ def analyse(runs: Sequence[Run], kills: Sequence[Kill], jobs: Sequence[str]) -> 
             why = _unexplained(fire, earlier, later, kills)
             if why:
                 found.unexplained.append(why)
+                found.unexplained_fires.append(fire)
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in sorted(runs, key=lambda r: r.start_ns):
         by_job[run.job].append(run)
@@ -330,6 +332,14 @@ def kill_lines(found: Findings, kills: Sequence[Kill]) -> list[str]:
             f"p50/p95/max {spread(list(gap.values()))}; from the restart {spread(list(since.values()))}"
         )
     return lines
+
+
+def log_about(log: Path, fires: Sequence[Fire], *, limit: int = 40) -> list[str]:
+    """The log's lines about ``fires`` (each line of TICKLOCK_FIRE_LOG=each names its job and fire time)."""
+    wanted = [(f'"job_name": "{job}"', at_ms(slot).isoformat()) for job, slot in fires]
+    with log.open(errors="replace") as lines:
+        found = [line.rstrip() for line in lines if any(job in line and at in line for job, at in wanted)]
+    return found[:limit]
 
 
 def at_ms(moment_ms: int) -> datetime:

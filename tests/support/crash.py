@@ -298,7 +298,9 @@ def _unexplained(fire: Fire, earlier: Run, later: Run, kills: Sequence[Kill]) ->
     """Why ``later`` should not have run, or None: a kill of ``earlier``'s process came between the two, and
     (where the store was read at the kill) the fire's execution was still running then."""
     what = f"{fire}: run {earlier.stem} (end mark: {earlier.ended}) ran again as {later.stem}"
-    kill = next((k for k in kills if k.pid == earlier.pid and earlier.start_ns < k.at_ns < later.start_ns), None)
+    # the kill of its writer, before the re-run began: its writer was alive when it wrote its start mark, so
+    # the signal landed after that (``at_ns`` is taken just before the signal is sent, so it may be earlier)
+    kill = next((k for k in kills if k.pid == earlier.pid and k.at_ns < later.start_ns), None)
     if kill is None:
         return f"{what}, and no kill of its process came between"
     if kill.running is not None and fire not in kill.running:

@@ -6,7 +6,7 @@ import enum
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -453,8 +453,8 @@ _T = TypeVar("_T", "Job", "Execution")
 
 def _changed(record: _T, changes: Mapping[str, Any]) -> _T:
     """``dataclasses.replace`` for Job and Execution, which validate nothing in ``__init__``: a copy of the
-    fields with ``changes`` over them. ``replace`` builds the keyword arguments of every field and calls
-    ``__init__``: three of them a fire cost ~25 us of CPU, in the hot path of every fire."""
+    fields with ``changes`` over them. ``replace`` rebuilds every field through ``__init__``, and every fire
+    copies a few of these (``bench/records.py`` measures both)."""
     names = _FIELD_NAMES.get(type(record))
     if names is None:  # a subclass: what dataclasses does
         return replace(record, **changes)
@@ -561,35 +561,6 @@ class Execution:
         return _changed(self, changes)
 
 
-def _direct_init(kind: type) -> None:
-    """Give the frozen dataclass ``kind`` an ``__init__`` of the same signature that fills the instance's
-    ``__dict__`` directly. A frozen dataclass's own sets each field through ``object.__setattr__``: 3.2 us
-    for a Job (21 fields), against ~1 us so; the claim builds one a fire and the record an Execution."""
-    params: list[str] = []
-    lines: list[str] = []
-    scope: dict[str, Any] = {"MISSING": MISSING, "__name__": kind.__module__}  # what the generated code sees
-    for f in fields(kind):
-        assert f.init and not f.kw_only and not f.name.startswith("__direct"), f"{kind.__name__}.{f.name}"
-        if f.default is not MISSING:
-            scope[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-        elif f.default_factory is not MISSING:
-            scope[f"_factory_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=MISSING")
-            lines.append(f"    if {f.name} is MISSING: {f.name} = _factory_{f.name}()")
-        else:
-            params.append(f.name)
-        lines.append(f"    __direct_dict[{f.name!r}] = {f.name}")
-    head = f"def __init__(__direct_self, {', '.join(params)}):\n    __direct_dict = __direct_self.__dict__\n"
-    source = head + "\n".join(lines)
-    exec(source, scope)  # generated from the class's own field names, as dataclasses does it
-    init: Any = scope["__init__"]
-    init.__qualname__ = f"{kind.__qualname__}.__init__"
-    kind.__init__ = init  # type: ignore[misc]
-
-
 _FIELD_NAMES: dict[type, frozenset[str]] = {kind: frozenset(f.name for f in fields(kind)) for kind in (Job, Execution)}
-for _kind in (Job, Execution):
-    _direct_init(_kind)
 # ``_changed`` runs no ``__init__``: neither class may validate or derive anything in one
 assert not any(hasattr(kind, "__post_init__") for kind in _FIELD_NAMES), "Job/Execution: _changed skips __post_init__"

@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stats import machine_speed
 from fire_path import engine
 
-from ticklock.domain.jobs import Execution, Job, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 
 

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Lease, Trigger, fire_key
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Lease, Trigger, fire_key
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -8,7 +8,10 @@ import enum
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job, Overlap, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import LOCK_MARGIN, Fire, Trigger
+from ticklock.domain.job_settings import Overlap
+from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import Reason
 from ticklock.domain.overlap import following
 from ticklock.domain.schedules import CronSchedule

@@ -17,20 +17,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from ticklock.clock import Clock
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger
 from ticklock.domain.ids import new_id
-from ticklock.domain.jobs import (
-    MAX_BACKFILL,
-    MAX_NOTE,
-    MAX_SKIP,
-    AlertRules,
-    Backfill,
-    Execution,
-    Hold,
-    HoldKind,
-    Job,
-    Policy,
-    Trigger,
-)
+from ticklock.domain.job_settings import AlertRules, Policy
+from ticklock.domain.jobs import MAX_BACKFILL, MAX_NOTE, MAX_SKIP, Backfill, Hold, HoldKind, Job
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, InvalidJobs, StaleVersion, TicklockError

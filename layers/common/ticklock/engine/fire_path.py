@@ -32,9 +32,10 @@ from typing import Any, TypeVar
 from ticklock.clock import Clock
 from ticklock.domain import fire_rules as rules
 from ticklock.domain.alerts import Alerts
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import RunOutcome, SkipReason
+from ticklock.domain.fires import LOCK_MARGIN, Fire
 from ticklock.domain.ids import new_id, new_token
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire
 from ticklock.domain.ledger import LedgerEntry
 from ticklock.engine.accounting import Accounting
 from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker

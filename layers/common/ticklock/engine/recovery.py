@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ticklock.clock import Clock
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import cause
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Job
+from ticklock.domain.fires import LOCK_MARGIN
+from ticklock.domain.jobs import Job
 from ticklock.engine.reporting import Reporter
 from ticklock.errors import JobNotFound
 from ticklock.ports import Store

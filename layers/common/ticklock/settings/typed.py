@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ticklock.domain.jobs import LOCK_MARGIN
+from ticklock.domain.fires import LOCK_MARGIN
 from ticklock.errors import ConfigError
 from ticklock.handlers.plugin import Plugin, discover
 from ticklock.settings.declared import RUNNER_MARGIN, SETTINGS, every_setting

@@ -151,7 +151,7 @@ def floor(stored: int, fires: int, batch: int, gap: float = 0.0, history: int = 
             time.sleep(gap)
         started = time.thread_time()
         conn.execute("BEGIN IMMEDIATE")
-        claim = (uuid.uuid4().hex, "bench", now, 60_000_000, now, 60_000_000, now, BY)
+        claim = (uuid.uuid4().hex, "bench", now + 60_000_000, now + 60_000_000, now, BY)
         rows = conn.execute(CLAIM, claim).fetchall()
         conn.execute("COMMIT")
         for k in range(0, len(rows), batch):

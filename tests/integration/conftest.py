@@ -21,12 +21,16 @@ from ticklock.domain.fires import Fire
 from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.engine.reporting import FireLog
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Locker, Metrics, Publisher, Store
+
+# no heartbeat beats on a fake clock: claims and locks last as long as the runs these tests take
+LEASE = 30.0
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Harness:
             owner=owner,
             lock_failure=lock_failure,
             fire_log=fire_log,
+            lease=LEASE,
         )
         self.runners.append(runner)
         return runner

@@ -15,7 +15,7 @@ from ticklock.domain.fire_rules import SkipReason
 from ticklock.domain.job_settings import Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
-from ticklock.engine.fire_path import LockFailure
+from ticklock.engine.job_lock import LockFailure
 from ticklock.handlers.contract import HandlerContext
 
 

@@ -14,13 +14,16 @@ from ticklock.domain.fires import Fire
 from ticklock.domain.job_settings import Policy
 from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import CronSchedule, Schedule
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.ports import Locker, Store
 
 T = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a slot of every schedule below
 EVERY_10 = CronSchedule("*/10 * * * * *")
+# no heartbeat beats on the fake clock: claims and locks last as long as the runs these tests take
+LEASE = 120.0
 
 
 class Engine:
@@ -56,6 +59,7 @@ class Engine:
             owner="test",
             lock_failure=lock_failure,
             alerts=alerts,
+            lease=LEASE,
         )
 
     def add(self, handler: str = "noop", schedule: Schedule = EVERY_10, policy: Policy | None = None) -> Job:

@@ -1,7 +1,7 @@
-"""MiniStack (tools/ministack/requirements.txt), started for the tests with two changes made in memory:
+"""MiniStack (tools/ministack/requirements.txt), started for the tests with these changes made in memory:
 
 1. **SAM's ``Method: ANY`` routes.** MiniStack 1.5.33 imports an API's OpenAPI body with the methods
-   ``get post put delete patch head options`` only (``services/apigateway_v1.py``,
+   ``get post put delete patch head options`` only (``ministack.services.apigateway_v1``,
    ``_OPENAPI_HTTP_METHODS``), so the ``x-amazon-apigateway-any-method`` operations SAM writes for
    ``Method: ANY`` are dropped and ``/{proxy+}`` answers 403 "Missing Authentication Token". The operation
    is imported as ``ANY``, as API Gateway does.
@@ -10,22 +10,22 @@
    the deployed ``rate(1 minute)`` rule fire in seconds rather than minutes (EventBridge Scheduler's
    ``rate()`` schedules too: they share the parser). Nothing else is sped up.
 3. **DeleteMessageBatch in one pass.** MiniStack 1.5.33 rebuilds the queue's message list once per entry
-   (``services/sqs.py``, ``_act_delete_message_batch``): ten entries against the ~600 messages a queue holds
-   at 1,000 fires/s cost ~6,000 steps a call, most of MiniStack's CPU in the throughput emulation. Here one
+   (``ministack.services.sqs``, ``_act_delete_message_batch``): a call's cost grows with the entries times
+   the messages the queue holds, which under the throughput emulation is most of MiniStack's work. Here one
    pass removes every entry's message; the answer is the same, entry by entry (a receipt handle that
    matches nothing, or a second entry with one already used, fails as ``ReceiptHandleIsInvalid``).
 
 4. **The HTTP server, for the throughput emulation only** (``MS_SERVER=uvicorn``): MiniStack's ASGI app
-   under uvicorn with httptools instead of its own Hypercorn (whose pure-Python h11 parser cost ~1 ms of
-   CPU a request: a third of a core at the ~300 SQS calls/s of 1,000 fires/s). The app, its lifespan
+   under uvicorn with httptools instead of its own Hypercorn, whose pure-Python h11 parser would make the
+   emulator's CPU, not ticklock's, what the throughput emulation measures. The app, its lifespan
    (background workers) and every service are MiniStack's; only the transport differs. The deployed-stack
    tests keep Hypercorn, as a user runs MiniStack.
 
 5. **A layer unpacked once, shared by the environments.** MiniStack 1.5.33 unpacks a function's code and
-   every layer into a fresh directory at each cold start (``core/lambda_runtime.py``, ``Worker._spawn``),
-   inside its own process: ticklock's layer is 5,800 files (73 MB), and thirty runner environments
-   starting at once for a burst kept MiniStack's interpreter busy for four to five minutes on a slow day
-   (2026-12-03), so that the fires' claims lapsed on the queue before a runner came up. On AWS a layer is
+   every layer into a fresh directory at each cold start (``ministack.core.lambda_runtime``,
+   ``Worker._spawn``), inside its own process: ticklock's layer is thousands of files, and thirty runner
+   environments starting at once for a burst can keep MiniStack's interpreter busy for minutes, long
+   enough for the fires' claims to lapse on the queue before a runner comes up. On AWS a layer is
    mounted read-only at ``/opt`` and environments start side by side on their own hosts. Here an archive
    is unpacked once per content (sha-256) under the emulator's ``TMPDIR`` and each environment's directory
    gets symbolic links to its top-level entries; an environment still gets its own directory, so what

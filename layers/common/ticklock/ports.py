@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ticklock.domain.events import ExecutionEvent
 from ticklock.domain.executions import Execution
-from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import LedgerEntry
 
@@ -160,10 +160,22 @@ class FireStore(Protocol):
 
         One atomic step per batch (a conditional update, never read-then-write): a job is returned by
         exactly one concurrent caller. Each returned job carries a new ``Lease`` owned by ``owner`` that
-        lasts until ``horizon + timeout + slack``; until then, or until ``advance`` or
-        ``release``, the job is not due (no re-dispatch while it runs). The returned jobs show the
-        definition as it was at the claim.
+        lasts until ``horizon + slack``, and longer while ``extend_claims`` keeps it (the heartbeat of the
+        process that runs its fire); until it ends, or until ``advance`` or ``release``, the job is not due
+        (no re-dispatch while it runs). The returned jobs show the definition as it was at the claim.
         """
+        ...
+
+    def extend_claims(self, claims: Sequence[tuple[str, str]], *, until: datetime) -> int:
+        """Make each claim still held, given as (job id, lease token), last until ``until`` (the job is not due
+        before then): a heartbeat, so that a claim lapses seconds after its process dies, whatever the job's
+        timeout. A claim advanced, released or taken by another since is left alone. Returns how many were
+        extended."""
+        ...
+
+    def live_claims(self, *, now: datetime) -> list[tuple[str, Lease]]:
+        """Every claim that lasts past ``now``, as (job id, lease): for a process that starts to find those
+        of a process known to be dead (on its host, with no such pid alive) and ``release`` them at once."""
         ...
 
     def release(self, job_id: str, lease_token: str) -> None:
@@ -391,27 +403,51 @@ class Metrics(Protocol):
 
 
 class FireQueue(Protocol):
-    """Between the dispatcher and whatever runs fires: a bounded local pool, or SQS."""
+    """Between the dispatcher and whatever runs fires: the local pool (``engine/pool.py``, what ``ticklock
+    serve`` runs fires on) or an SQS queue (``adapters/queue/sqs.py``, which the runner functions receive).
+    ``tests/contract/queue`` runs both through the same cases.
+
+    Every fire given to ``submit`` ends as exactly one of: handed over (it reaches what runs fires once, the
+    same job, slot, trigger and lease token), named by a ``QueueUnavailable``, or returned by
+    ``drain_unstarted``. The caller gives the last two back to the store, so that they are claimed again:
+    nothing claimed is lost. (SQS itself may deliver a sent message more than once: the fire's execution
+    record absorbs that, not the queue.)
+    """
 
     def submit(self, fire: Fire) -> None:
-        """Hand over a fire. Blocks while the queue is full (that is the backpressure). Raises
-        QueueUnavailable naming the fires not handed over (a queue that cannot be reached, or a local pool
-        that is stopping: then even a hand-over that was waiting for room), for the caller to give back."""
+        """Hand ``fire`` over, or buffer it to be handed over with others (SQS: in batches of ten, sent when
+        a batch is full or at ``flush``).
+
+        Backpressure: a bounded queue (the pool) waits while it is full, until a consumer makes room, so that
+        the dispatcher falls behind the clock instead of growing memory. An unbounded one (SQS, whose
+        runners' concurrency bounds the work) never waits for room.
+
+        Raises ``QueueUnavailable`` naming the fires not handed over - ``fire``, and for a buffering queue the
+        buffered fires it was sending with it - which are then no longer held: when the queue cannot be
+        reached, and once it takes no more work (after ``drain_unstarted``; the pool also after
+        ``close_intake`` or ``stop``), even a ``submit`` that was waiting for room at that moment.
+        """
         ...
 
     def free_slots(self) -> int:
-        """How many fires can be submitted now without blocking."""
+        """How many more fires ``submit`` takes now without waiting; never negative. A bounded queue's count
+        falls by one for each fire that waits in it and rises as consumers take them; an unbounded one
+        answers the same large number always. (No runtime consults it: ``submit`` is the backpressure.)"""
         ...
 
     def flush(self) -> None:
-        """Send what ``submit`` buffered (SQS sends ten at a time); the dispatcher calls it after each release.
+        """Hand over what ``submit`` buffered; once it returns, every fire submitted before it is handed over.
+        The dispatcher calls it after each release of fires. A no-op for a queue that buffers nothing.
 
-        Raises ``QueueUnavailable`` naming the fires that could not be handed over (``submit`` may too, when
-        it flushes a full buffer); the caller gives those back to the store so that they are claimed again."""
+        Raises ``QueueUnavailable`` naming the fires that could not be handed over (no longer buffered)."""
         ...
 
     def drain_unstarted(self) -> Sequence[Fire]:
-        """Stop accepting work and return the fires that were queued but not started."""
+        """Take no more work (``submit`` raises from now on, a waiting one too) and return the fires handed to
+        ``submit`` that no consumer has started and none will: the pool's queued fires, SQS's buffered ones
+        (a fire sent to SQS is its runners'). A fire a consumer already took runs to its end. ``ticklock
+        serve``'s shutdown calls it and gives the fires back to the store; the tick function need not (its
+        dispatcher flushes after every release, so nothing stays buffered)."""
         ...
 
 

@@ -18,12 +18,44 @@ from hypothesis import strategies as st
 from tests.contract.store.helpers import SLACK, claim
 from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.domain.executions import Execution, ExecutionStatus
-from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.errors import StaleVersion
 from ticklock.ports import Completion, Store
 
 
 # -- claims ----------------------------------------------------------------------------------------
+def test_extending_claims_keeps_the_jobs_claimed_and_leaves_other_claims_alone(store: Store) -> None:
+    mine, other, done = (store.add_job(make_job(timeout=600)) for _ in range(3))
+    claimed = {j.id: j for j in claim(store, owner="me")}
+    assert set(claimed) == {mine.id, other.id, done.id}
+    lease = {job_id: job.lease for job_id, job in claimed.items()}
+    assert all(lease.values())
+    assert store.advance(Fire.of(claimed[done.id]), next_run_at=T0 + timedelta(hours=1), now=T0)
+    later = T0 + SLACK + timedelta(seconds=20)
+    held = [(mine.id, lease[mine.id].token), (done.id, lease[done.id].token), ("no-such-job", "x")]  # type: ignore[union-attr]
+    assert store.extend_claims(held, until=later) == 1  # the advanced claim is gone, and the unknown job
+    assert store.extend_claims([(other.id, "not-its-token")], until=later) == 0
+    # past the claim's own end: the extended job is still claimed, the other one is due again
+    again = claim(store, now=T0 + SLACK, owner="you")
+    assert [j.id for j in again] == [other.id]
+    assert store.get_job(mine.id).lease == Lease(claimed[mine.id].lease.token, "me", later)  # type: ignore[union-attr]
+    assert [j.id for j in claim(store, now=later, owner="you")] == [mine.id]
+    assert store.extend_claims([], until=later) == 0
+
+
+def test_live_claims_name_each_claim_that_lasts_past_now(store: Store) -> None:
+    a, b = store.add_job(make_job()), store.add_job(make_job(next_run_at=T0 + timedelta(seconds=5)))
+    store.add_job(make_job(next_run_at=T0 + timedelta(hours=1)))  # never claimed
+    [first] = claim(store, owner="host-a:1")
+    [second] = claim(store, now=T0 + timedelta(seconds=5), owner="host-b:2")
+    assert first.id == a.id and second.id == b.id
+    live = dict(store.live_claims(now=T0 + timedelta(seconds=1)))
+    assert live == {a.id: first.lease, b.id: second.lease}
+    assert dict(store.live_claims(now=T0 + SLACK)) == {b.id: second.lease}  # a's ended at T0 + slack
+    store.release(b.id, second.lease.token)  # type: ignore[union-attr]
+    assert store.live_claims(now=T0 + timedelta(seconds=1)) == [(a.id, first.lease)]
+
+
 def test_claim_takes_due_jobs_oldest_first_up_to_the_limit(store: Store) -> None:
     jobs = [make_job(next_run_at=T0 - timedelta(seconds=s)) for s in (5, 1, 9, 3)]
     for job in jobs:
@@ -49,9 +81,9 @@ def test_claim_sets_a_lease_and_the_job_is_not_due_while_it_holds(store: Store) 
     store.add_job(make_job(timeout=10))
     [job] = claim(store, owner="me")
     assert job.lease is not None and job.lease.owner == "me"
-    assert job.lease.until == T0 + timedelta(seconds=10) + SLACK
+    assert job.lease.until == T0 + SLACK  # the slack alone: a heartbeat keeps it while the fire runs
     # invariant 2: no storm while it runs
-    for second in range(1, 40):
+    for second in range(1, 30):
         assert claim(store, now=T0 + timedelta(seconds=second)) == []
     # a lease that ends makes the fire due again (a crashed claimer does not lose it)
     [again] = claim(store, now=job.lease.until)
@@ -65,7 +97,7 @@ def test_claim_with_horizon_takes_jobs_due_soon(store: Store) -> None:
     got = claim(store, horizon=timedelta(seconds=1))
     assert len(got) == 1
     assert got[0].lease is not None
-    assert got[0].lease.until == T0 + timedelta(seconds=1 + 10) + SLACK  # horizon + timeout + slack
+    assert got[0].lease.until == T0 + timedelta(seconds=1) + SLACK  # horizon + slack (a heartbeat keeps it)
 
 
 def test_paused_jobs_are_not_claimed_but_a_trigger_is(store: Store) -> None:

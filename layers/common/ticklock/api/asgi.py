@@ -116,7 +116,7 @@ class AsgiFront:
         chunks: list[bytes] = []
         size = 0
         try:
-            # one timer for the whole body (wait_for per message made a task of every receive)
+            # one timer for the whole body (wait_for per message would make a task of every receive)
             async with asyncio.timeout(self.body_timeout):
                 while True:
                     message = await receive()

@@ -89,8 +89,8 @@ def _depth(body: bytes) -> int:
     On the bytes (a string's escapes, brackets and quotes are all ASCII, which no byte of a multi-byte
     character is), without a loop over each: a body without a backslash keeps only its brackets and
     quotes, and its strings are the quotes in pairs; with one, each string is cut out by a pattern that
-    knows escapes (an unterminated string runs to the end). A loop over every character took a fifth of
-    a 1,000-job batch's parsing."""
+    knows escapes (an unterminated string runs to the end). A Python loop over every character would cost
+    more than the parse of a large batch it guards."""
     if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
         return 0  # cannot be deeper than the limit: skip the scan
     if b"\\" in body:

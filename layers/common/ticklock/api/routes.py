@@ -120,8 +120,8 @@ def build_routes(deps: ApiDeps, probe: Probes) -> list[Route]:
     def create_jobs(call: Call) -> Reply:
         body: JobBatch = call.body
         jobs = service.create_many([item.to_spec() for item in body.jobs])
-        # JobBatchOut's shape, written from the jobs just made: validating it again, or even building its
-        # models, was a twentieth of a batch's time
+        # JobBatchOut's shape, written from the jobs just made: they are valid already, and building the
+        # models of a large batch only to dump them again is work that buys nothing
         items = [{"id": j.id, "name": j.name, "enabled": j.enabled, "next_run_at": j.next_run_at} for j in jobs]
         return Reply.json(201, _BATCH_OUT.dump_json({"items": items}))
 

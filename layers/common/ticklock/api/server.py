@@ -7,9 +7,9 @@
   stops reading its answers gets the same time to start again, then its connection is aborted.
 - **Pipelining bound.** A connection may have ``MAX_PIPELINED`` requests queued behind the one being
   answered; the next one aborts it. httptools parses every request of a chunk it is given (asyncio reads
-  up to 256 KiB at once: ~8,700 bare GETs), and uvicorn queues each behind the one being answered: a few
-  clients that pipelined thousands of requests and never read kept the loop parsing and answering them
-  for 15-20 s before anything else (``/health``) got a turn.
+  up to 256 KiB at once: thousands of bare GETs), and uvicorn queues each behind the one being answered,
+  so a few clients that pipeline thousands of requests and never read would keep the loop parsing and
+  answering them while anything else (``/health``) waits its turn.
 - **Connection limit.** Past ``api_max_connections`` open connections, the oldest one still waiting
   for a request's headers is closed to make room (a new one is refused only when all are mid-request).
   The limit is kept ``FD_RESERVE`` below the process's file-descriptor limit (raised to its hard limit

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fires import LOCK_MARGIN, Fire, Trigger
+from ticklock.domain.ids import new_id, new_token
 from ticklock.domain.job_settings import Overlap
-from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import Reason
 from ticklock.domain.overlap import following
 from ticklock.domain.schedules import CronSchedule
@@ -28,12 +28,12 @@ class SkipReason(enum.StrEnum):
     CATCHUP_WINDOW_PASSED = "catchup_window_passed"  # later than the job's policy lets a fire run
 
 
-# What a skip does to the claim. The rest (LOCK_HELD, RUNNING_ELSEWHERE) leave it alone: somebody else
-# is running the job and will advance it; a duplicate delivery shares that holder's lease token.
+# The skips that advance the claim. The rest leave it alone: LOCK_HELD and RUNNING_ELSEWHERE, because
+# somebody else runs the job and will advance it (a duplicate delivery shares that holder's claim);
+# LEASE_EXPIRED, because the claim may be kept alive by a run elsewhere, and else lapses by itself.
 ADVANCE_AFTER = frozenset(
     {SkipReason.UNKNOWN_HANDLER, SkipReason.LOCK_UNAVAILABLE, SkipReason.DUPLICATE, SkipReason.CATCHUP_WINDOW_PASSED}
 )
-RELEASE_AFTER = frozenset({SkipReason.LEASE_EXPIRED})
 # the skips that are a fire's end, as ledger reasons (the others run, or ran, anyway)
 FINAL_SKIPS = {
     SkipReason.UNKNOWN_HANDLER: Reason.UNKNOWN_HANDLER,
@@ -62,9 +62,30 @@ def past_window(fire: Fire, now: datetime) -> float | None:
     return late if late > window else None
 
 
-def lease_short(job: Job, now: datetime) -> bool:
-    """Whether the job's claim ends before a run starting now would (its deadline plus the lock margin)."""
-    return job.lease is None or now + timedelta(seconds=job.timeout + LOCK_MARGIN) > job.lease.until
+def lease_short(until: datetime | None, now: datetime, left: float) -> bool:
+    """Whether a fire's claim (ending at ``until``) may end before the heartbeat next keeps it, ``left`` seconds
+    from ``now``: then another claimer may take the job while it runs, and it does not start."""
+    return until is None or until < now + timedelta(seconds=left)
+
+
+def run_token(claim: str) -> str:
+    """A run's token, which names the claim it runs under (``claim.random``): see ``on_found``."""
+    return f"{claim}.{new_token()}"
+
+
+def fresh_execution(fire: Fire, handler: str, now: datetime, *, owner: str) -> Execution:
+    """The row step 2 records for ``fire``, its run starting ``now`` (allow_all's is ``detached``)."""
+    job = fire.job
+    return Execution(id=new_id(), job_id=job.id, fire_key=fire.key, handler=handler, trigger=fire.trigger,
+                     scheduled_at=fire.scheduled_at, started_at=now, deadline_at=now + timedelta(seconds=job.timeout),
+                     run_token=run_token(fire.lease_token), owner=owner, jitter=fire.jitter,
+                     detached=side_by_side(fire))  # fmt: skip
+
+
+def claim_of(execution: Execution) -> str | None:
+    """The claim an execution's run was started under (None: a row from before claims were named)."""
+    claim, dot, _ = execution.run_token.partition(".")
+    return claim if dot else None
 
 
 def side_by_side(fire: Fire) -> bool:
@@ -105,16 +126,17 @@ class Found:
 
 
 def on_found(existing: Execution, fresh: Execution, now: datetime, *, owner: str, max_resumes: int) -> Found:
-    """The rule for a fire's execution found recorded: final means a duplicate delivery (nothing runs; the
-    job is advanced from the run's own start, as that run does); RUNNING and not past its deadline means it
-    runs elsewhere; RUNNING past its deadline (its owner died) or INTERRUPTED (a shutdown cut it off) is
-    resumed on the same row, at most ``max_resumes`` times, then given up as LOST."""
+    """The rule for a fire's execution found recorded by ``fresh``'s run: final means a duplicate delivery
+    (nothing runs; the job is advanced from the run's own start, as that run does). RUNNING under the same
+    claim means a second delivery while it runs elsewhere. RUNNING under an earlier claim means that claim
+    lapsed: its process stopped keeping it (``engine/heartbeat.py``), so it died or stalled. That run, or
+    one INTERRUPTED (a shutdown cut it off), is resumed on the same row, at most ``max_resumes`` times,
+    then given up as LOST. A row whose claim is not named is judged by its deadline."""
     if existing.status.final:
         return Found(
             SkipReason.DUPLICATE, started=existing.started_at if existing.status is not ExecutionStatus.LOST else None
         )
-    orphaned = existing.deadline_at + timedelta(seconds=LOCK_MARGIN) < now
-    if existing.status is ExecutionStatus.RUNNING and not orphaned:
+    if existing.status is ExecutionStatus.RUNNING and _alive(existing, fresh, now):
         return Found(SkipReason.RUNNING_ELSEWHERE)
     if existing.resumes >= max_resumes:
         return Found(lose=f"{cause(existing)} and not run again: {existing.resumes} resume(s) of {max_resumes}")
@@ -130,6 +152,13 @@ def on_found(existing: Execution, fresh: Execution, now: datetime, *, owner: str
             duration=None,
         )
     )
+
+
+def _alive(existing: Execution, fresh: Execution, now: datetime) -> bool:
+    claim = claim_of(existing)
+    if claim is None:
+        return existing.deadline_at + timedelta(seconds=LOCK_MARGIN) >= now
+    return claim == claim_of(fresh)
 
 
 def ended(execution: Execution, outcome: RunOutcome, now: datetime) -> Execution:

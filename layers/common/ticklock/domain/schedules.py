@@ -5,8 +5,8 @@ timezone (UTC by default). Where the wall clock is not one-to-one with real time
 choices decide, and each fire that a clock change moved is marked (``Fire.change``):
 
 * **gap** (spring forward: some wall times do not exist that day). ``jump``, the default: the fires
-  whose wall time does not exist run once, at the instant the clocks jump (01:30 in Europe/London on
-  2026-03-29 runs at 01:00:00 UTC, which is 02:00 BST), and the fire at the new wall time of that instant
+  whose wall time does not exist run once, at the instant the clocks jump (01:30 in Europe/London on the
+  last Sunday of March runs at 01:00:00 UTC, which is 02:00 BST), and the fire at the new wall time of that instant
   is the same fire. ``skip``: they do not run.
 * **overlap** (fall back: some wall times occur twice). ``first``: a wall time fires once, on its first
   pass. ``both``: by real time, on both passes. ``auto``, the default: ``both`` when the hour field
@@ -175,7 +175,7 @@ def _parse(expr: str) -> cron.CronExpr:
 def _next_cached(schedule: CronSchedule, after: int) -> tuple[int, int | None] | None:
     """``schedule._next(after)``, remembered: the jobs that share a schedule and fire together (a burst of
     ``0 0 * * * *`` jobs at the top of the hour) each ask for the same next instant as they advance, and a
-    hit costs a fifth of the search. The key is the whole schedule (expression, zone, gap and overlap
+    hit spares the search. The key is the whole schedule (expression, zone, gap and overlap
     choices): schedules are frozen values, and a process's zone rules do not change under it."""
     return schedule._next(after)
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from ticklock.clock import Clock
 from ticklock.domain.fires import Fire
+from ticklock.engine.heartbeat import Heartbeat
 from ticklock.errors import QueueUnavailable, StoreUnavailable
 from ticklock.ports import FireQueue, Metrics, Store
 
@@ -52,6 +53,7 @@ class Dispatcher:
         max_pending: int = MAX_PENDING,
         send_ahead: float = 0.0,
         resolution: float = 0.0,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -64,6 +66,9 @@ class Dispatcher:
         self.max_pending = max_pending
         self.send_ahead = timedelta(seconds=send_ahead)
         self.resolution = timedelta(seconds=resolution)
+        # keeps the claims of the fires held here and in the local pool (None: they wait in SQS instead,
+        # which the claim's slack covers, and the runner that takes one keeps its claim)
+        self.heartbeat = heartbeat
         self._handed: datetime | None = None  # when the last hand-over of any fire began
         self._pending: list[tuple[datetime, int, Fire]] = []
         self._starved = False  # the last claim was cut short by max_pending: more may be due
@@ -95,6 +100,9 @@ class Dispatcher:
                 log.warning("claim.nothing_due", extra={"job_id": job.id, "error": str(exc)})
                 if job.lease is not None:
                     self.store.release(job.id, job.lease.token)
+        if self.heartbeat is not None:
+            for fire in fires:
+                self.heartbeat.hold(fire)
         with self._mutex:
             for fire in fires:
                 heapq.heappush(self._pending, (fire.due, next(self._seq), fire))  # its slot plus its jitter
@@ -137,6 +145,8 @@ class Dispatcher:
     def give_back(self, fires: list[Fire]) -> None:
         """Release claimed fires to the store untouched, so that the next claim takes them again."""
         for fire in fires:
+            if self.heartbeat is not None:
+                self.heartbeat.drop(fire)
             try:
                 self.store.release(fire.job.id, fire.lease_token)
             except Exception as exc:  # noqa: BLE001 - the lease runs out instead; nothing is lost

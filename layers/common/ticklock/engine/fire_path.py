@@ -6,12 +6,13 @@ the pool, or a Lambda runner's):
 0. **check**: its handler is registered; it is not later than its job's catch-up window; its claim lasts
    longer than a run could (else it is released untouched and claimed afresh).
 1. **lock** the job (under allow_all, the fire alone), so that its runs do not overlap. A lock held by
-   something else than this fire's own run is waited for a little (``LOCK_WAIT``).
+   something else than this fire's own run is waited for a little (``job_lock``).
 2. **record** its execution: one row per fire. A row found already is a second delivery or a run to
    resume (``domain.fire_rules.on_found``).
 3. **run** the handler's attempts inside the deadline (``Invoker``, ``run_with_retries``).
 4. **finalise** the execution and 5. **advance** the job to its next fire, in one store write retried
-   through a store outage. The lock goes just before, so that a fire due at once does not meet it.
+   through a store outage (``final_write``). The lock goes just before, so that a fire due at once does
+   not meet it.
 
 What each step tells the world (logs, metrics, events, alerts) is ``reporting``'s; the ledger's entries for
 the slots that did not run are ``accounting``'s; the rules it applies are ``domain.fire_rules``'.
@@ -19,51 +20,37 @@ the slots that did not run are ``accounting``'s; the rules it applies are ``doma
 
 from __future__ import annotations
 
-import enum
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain import fire_rules as rules
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import RunOutcome, SkipReason
-from ticklock.domain.fires import LOCK_MARGIN, Fire
-from ticklock.domain.ids import new_id, new_token
+from ticklock.domain.fires import Fire
 from ticklock.domain.ledger import LedgerEntry
 from ticklock.engine.accounting import Accounting
-from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
-from ticklock.engine.recovery import ORPHANS_PER_SWEEP, finalise_lost, lose_orphans
+from ticklock.engine.attempts import run_attempts
+from ticklock.engine.final_write import complete, through_outage
+from ticklock.engine.heartbeat import LEASE, Heartbeat
+from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure, take_lock
+from ticklock.engine.recovery import ORPHANS_PER_SWEEP, finalise_lost, lose_orphans, unfinished
 from ticklock.engine.reporting import FireLog, Reporter, fields_of, safely
-from ticklock.engine.retry import run_with_retries
 from ticklock.engine.speeds import HandlerSpeeds
-from ticklock.errors import LockUnavailable, StoreUnavailable, TicklockError
-from ticklock.handlers.contract import FireLogger, Handler, HandlerContext, Registry
+from ticklock.errors import TicklockError
+from ticklock.handlers.contract import Handler, Registry
 from ticklock.ports import Completion, Locker, Metrics, Publisher, Store
 
 log = logging.getLogger("ticklock.lifecycle")
-T = TypeVar("T")
 
 MAX_RESUMES = 3
-# seconds between tries of a run's final write while the store is out: giving up would leave the row
-# RUNNING, and the fire would be run again once its claim lapsed
-COMPLETE_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
-# how long a fire whose job lock is held by something other than its own run waits for it, in growing steps
-LOCK_WAIT, LOCK_PAUSE = 2.0, 0.05
-
-
-class LockFailure(enum.StrEnum):
-    """What a fire does when the lock backend is out: skip (counted, logged), or run (fail open: the unique
-    execution row still stops a second run of the same fire)."""
-
-    SKIP = "skip"
-    RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -90,11 +77,6 @@ class _Taken:
     advance: bool = True
 
 
-@functools.lru_cache(maxsize=1024)
-def _handler_logger(name: str) -> logging.Logger:
-    return logging.getLogger(f"ticklock.handler.{name}")
-
-
 class TaskRunner:
     """Runs fires through the five steps. Thread-safe: one instance serves every worker."""
 
@@ -113,6 +95,8 @@ class TaskRunner:
         max_resumes: int = MAX_RESUMES,
         alerts: Alerts | None = None,
         fire_log: FireLog = FireLog.EACH,
+        lease: float = LEASE,
+        lookahead: float = 1.0,
     ) -> None:
         self.store = store
         self.locker = locker
@@ -128,6 +112,8 @@ class TaskRunner:
         self.accounting = Accounting(store=store, reporter=self.report, clock=clock)
         self.shutdown = threading.Event()  # set when a shutdown cuts runs off: no new attempt starts
         self.speeds = HandlerSpeeds()  # how long each handler's runs take (which fires a worker takes together)
+        # keeps the claims and locks of the fires held alive: the runtime runs its beat in a thread
+        self.heartbeat = Heartbeat(store=store, locker=locker, clock=clock, lease=lease, lookahead=lookahead)
 
     def run(self, fire: Fire) -> Outcome:
         return self.run_all([fire])[0]
@@ -137,15 +123,26 @@ class TaskRunner:
         and locked, their executions are recorded in one write, they run in turn, and those that ended are
         finalised and advanced in one write: fires taken together share their commits."""
         outcomes = [Outcome() for _ in fires]
-        taken = [t for i, fire in enumerate(fires) if (t := self._take(i, fire, outcomes)) is not None]
+        taken: list[_Taken] = []
         try:
+            for i, fire in enumerate(fires):
+                self.heartbeat.hold(fire)
+                if (t := self._take(i, fire, outcomes)) is not None:
+                    taken.append(t)
             recorded = self._record(taken, outcomes)
         except BaseException:
             for t in taken:  # nothing of these fires holds their jobs any longer
                 self._let_go(t)
+            for fire in fires:
+                self.heartbeat.drop(fire)
             raise
         self._run_in_turn(recorded, outcomes, ended=[])
         return outcomes
+
+    def _decided(self, outcomes: list[Outcome], index: int, fire: Fire, outcome: Outcome) -> None:
+        """A fire's outcome: its final write is done (or it goes no further), so its claim is no longer kept."""
+        outcomes[index] = outcome
+        self.heartbeat.drop(fire)
 
     # -- 0. check, 1. lock ----------------------------------------------------------------------------
     def _take(self, index: int, fire: Fire, outcomes: list[Outcome]) -> _Taken | None:
@@ -166,70 +163,33 @@ class TaskRunner:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.CATCHUP_WINDOW_PASSED.value,
                                             "late": round(late, 3)})  # fmt: skip
             skip = SkipReason.CATCHUP_WINDOW_PASSED
-        elif rules.lease_short(job, now):
+        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             skip = SkipReason.LEASE_EXPIRED
         if skip is not None or handler is None:
-            outcomes[index] = self._skip(fire, skip or SkipReason.UNKNOWN_HANDLER)
+            self._decided(outcomes, index, fire, self._skip(fire, skip or SkipReason.UNKNOWN_HANDLER))
             return None
         key = rules.lock_key(fire)
-        token = self._lock(fire, key, fields)
+        # kept while the fire runs (``heartbeat``): a crashed run's lock lapses within seconds
+        token = take_lock(self.locker, self.clock, key, self.heartbeat.lease, has_run=lambda: self._has_run(fire),
+                          on_failure=self.lock_failure, fields=fields)  # fmt: skip
         if isinstance(token, SkipReason):
-            outcomes[index] = self._skip(fire, token)
+            self._decided(outcomes, index, fire, self._skip(fire, token))
             return None
-        return _Taken(index, fire, handler, fields, key, token)
+        self.heartbeat.locked(fire, key, token or "")
+        return _Taken(index, fire, handler, fields, key, token or "")
 
     def give_up(self, fire: Fire, error: str) -> None:
         """Record ``fire`` as LOST with ``error`` (unless its execution is already final) and advance its job:
         for a fire that cannot be processed at all (a message about to be dead-lettered)."""
         self.accounting.hold_ended(fire)  # the hold before it ended all the same
-        now = self.clock.now()
-        placeholder = Execution(id=new_id(), job_id=fire.job.id, fire_key=fire.key, handler=fire.job.handler,
-                                trigger=fire.trigger, scheduled_at=fire.scheduled_at, started_at=now, deadline_at=now,
-                                run_token=new_token(), owner=self.owner)  # fmt: skip
-        started = self.store.start_execution(placeholder)
-        execution = started.execution
-        live = execution.deadline_at + timedelta(seconds=LOCK_MARGIN) >= now
-        if execution.status.final or (not started.created and execution.status is ExecutionStatus.RUNNING and live):
-            return  # finished, or running somewhere right now: that run decides
-        self._lose(fire, execution, error)
+        execution = unfinished(self.store, fire, self.owner, self.clock.now())
+        if execution is not None:
+            self._lose(fire, execution, error)
 
     def lose_orphans(self, *, limit: int = ORPHANS_PER_SWEEP) -> int:
         """Housekeeping: the allow_all runs whose runner vanished, finalised as LOST (``recovery``)."""
         return lose_orphans(self.store, self.report, self.clock, limit=limit)
-
-    def _lock(self, fire: Fire, key: str, fields: dict[str, Any]) -> str | SkipReason:
-        """The lock's token ('' when the lock backend is out and ``lock_failure`` says run), or why not."""
-        ttl = fire.job.timeout + LOCK_MARGIN
-        try:
-            token = self.locker.acquire(key, ttl)
-        except LockUnavailable as exc:
-            log.error("lock.unavailable", extra={**fields, "error": str(exc), "policy": self.lock_failure.value})
-            return SkipReason.LOCK_UNAVAILABLE if self.lock_failure is LockFailure.SKIP else ""
-        if token is None:
-            token = self._once_the_lock_is_free(fire, key, ttl)
-        if token is None:
-            log.info("fire.skipped", extra={**fields, "reason": SkipReason.LOCK_HELD.value})
-            return SkipReason.LOCK_HELD
-        return token
-
-    def _once_the_lock_is_free(self, fire: Fire, key: str, ttl: float) -> str | None:
-        """The lock is held. Skipping is right when the holder is this fire's own run (a second delivery: its
-        execution is there, or is about to be); anything else holds it briefly (a late copy of an earlier
-        fire, which meets its execution and lets go at once), and skipping then would leave this fire unrun
-        until its claim lapsed. So: while no execution of this fire appears, try again, up to ``LOCK_WAIT``."""
-        waited, pause = 0.0, LOCK_PAUSE
-        while waited < LOCK_WAIT and not self._has_run(fire):
-            self.clock.sleep(pause)
-            waited += pause
-            try:
-                token = self.locker.acquire(key, ttl)
-            except LockUnavailable:
-                return None
-            if token is not None:
-                return token
-            pause = min(pause * 2, 0.5)
-        return None
 
     # -- 2. record ------------------------------------------------------------------------------------
     def _record(self, taken: list[_Taken], outcomes: list[Outcome]) -> list[_Taken]:
@@ -238,7 +198,7 @@ class TaskRunner:
         if not taken:
             return []
         now = self.clock.now()
-        fresh = [self._fresh(t.fire, t.handler.name, now, detached=rules.side_by_side(t.fire)) for t in taken]
+        fresh = [rules.fresh_execution(t.fire, t.handler.name, now, owner=self.owner) for t in taken]
         one = len(fresh) == 1
         started = [self.store.start_execution(fresh[0])] if one else self.store.start_executions(fresh)
         recorded = []
@@ -249,7 +209,7 @@ class TaskRunner:
                 if found.lose is not None:
                     self._let_go(t)
                     self._lose(t.fire, execution, found.lose)
-                    outcomes[t.index] = Outcome(skipped=SkipReason.GIVEN_UP)
+                    self._decided(outcomes, t.index, t.fire, Outcome(skipped=SkipReason.GIVEN_UP))
                     continue
                 if found.resume is None or not self.store.take_over_execution(
                     found.resume, previous_token=execution.run_token
@@ -259,7 +219,7 @@ class TaskRunner:
                         log.info("fire.skipped", extra={**t.fields, "reason": skip.value,
                                                         "execution_id": execution.id})  # fmt: skip
                     self._let_go(t)
-                    outcomes[t.index] = self._skip(t.fire, skip, started=found.started)
+                    self._decided(outcomes, t.index, t.fire, self._skip(t.fire, skip, started=found.started))
                     continue
                 log.warning("execution.resumed", extra={**t.fields, "execution_id": execution.id,
                             "previous_owner": execution.owner, "previous_status": execution.status.value})  # fmt: skip
@@ -278,23 +238,6 @@ class TaskRunner:
             recorded.append(t)
         return recorded
 
-    def _fresh(self, fire: Fire, handler: str, now: datetime, *, detached: bool) -> Execution:
-        job = fire.job
-        return Execution(
-            id=new_id(),
-            job_id=job.id,
-            fire_key=fire.key,
-            handler=handler,
-            trigger=fire.trigger,
-            scheduled_at=fire.scheduled_at,
-            started_at=now,
-            deadline_at=now + timedelta(seconds=job.timeout),
-            run_token=new_token(),
-            owner=self.owner,
-            jitter=fire.jitter,
-            detached=detached,
-        )
-
     # -- 3. run ---------------------------------------------------------------------------------------
     def _run_in_turn(
         self, items: list[_Taken], outcomes: list[Outcome], ended: list[tuple[_Taken, RunOutcome]]
@@ -307,72 +250,42 @@ class TaskRunner:
 
             def conclude(outcome: RunOutcome, t: _Taken = t, rest: list[_Taken] = items[k + 1 :]) -> Execution:
                 done = self._conclude(t, outcome)
-                outcomes[t.index] = Outcome(execution=done)
+                self._decided(outcomes, t.index, t.fire, Outcome(execution=done))
                 self._run_in_turn(rest, outcomes, ended)  # on the take-over's thread
                 return done
 
             try:
-                outcome = self._run(t.fire, t.handler, t.execution, t.fields, conclude)
+                outcome = self._run(t, conclude)
             except BaseException:  # the fires not run keep nothing of their jobs (their rows are resumed)
                 for left in items[k:]:
                     self._let_go(left)
+                    self.heartbeat.drop(left.fire)
                 raise
             if outcome.taken_over:  # its take-over concluded it and goes on with the rest
                 return
             if outcome.status is ExecutionStatus.INTERRUPTED or outcome.abandoned or not t.advance:
-                outcomes[t.index] = Outcome(execution=self._conclude(t, outcome))  # at once, alone
+                self._decided(outcomes, t.index, t.fire, Outcome(execution=self._conclude(t, outcome)))  # at once
                 continue
             self._let_go(t)  # the run is over: a fire of its job due at once does not meet the lock
             ended.append((t, outcome))
         self._finish(ended, outcomes)
         ended.clear()
 
-    def _run(self, fire: Fire, handler: Handler, execution: Execution, fields: dict[str, Any],
-             conclude: Callable[[RunOutcome], object]) -> RunOutcome:  # fmt: skip
-        job = fire.job
-        logger = FireLogger(_handler_logger(handler.name), {"job_id": job.id, "fire_time": fields["fire_time"],
-                                                            "execution_id": execution.id})  # fmt: skip
-        # cancel_other cuts the run off at the job's next slot; a sync handler then has LOCK_MARGIN seconds
-        # to see ``ctx.cancelled`` and return
-        cut = rules.cancel_at(fire, execution)
-        grace = 0.0 if cut is None else LOCK_MARGIN
-        deadline = cut or execution.deadline_at
-
-        def attempt(number: int, seconds_left: float) -> AttemptResult:
-            ctx = HandlerContext(job_id=job.id, job_name=job.name, payload=job.payload,
-                                 scheduled_at=fire.scheduled_at, execution_id=execution.id,
-                                 attempt=execution.attempts + number, deadline=deadline, logger=logger,
-                                 now=self.clock.now)  # fmt: skip
-
-            def take_over(result: AttemptResult) -> None:
-                # the attempt is given up on the caller's behalf (an inline handler past its deadline): what
-                # ``run_with_retries`` and the cut would have made of it, concluded on the invoker's thread
-                log.warning("attempt.failed", extra={**fields, "attempt": ctx.attempt, "outcome": result.kind.value,
-                                                     "error": result.error})  # fmt: skip
-                status = (
-                    ExecutionStatus.INTERRUPTED if result.kind is AttemptKind.INTERRUPTED else ExecutionStatus.TIMEOUT
-                )
-                conclude(rules.cut_off(RunOutcome(status, number, result.error, abandoned=True), cut))
-
-            result = self.invoker.call(handler, ctx, seconds_left, grace=grace, take_over=take_over)
-            if result.error and not result.taken_over:
-                log.warning("attempt.failed", extra={**fields, "attempt": ctx.attempt, "outcome": result.kind.value,
-                                                     "error": result.error})  # fmt: skip
-            return result
-
+    def _run(self, t: _Taken, conclude: Callable[[RunOutcome], object]) -> RunOutcome:
+        """The handler's attempts inside the deadline (``attempts``); its time noted (``speeds``)."""
+        assert t.execution is not None
         began = time.perf_counter()
-        outcome = run_with_retries(attempt, clock=self.clock, deadline=deadline, max_retries=job.max_retries,
-                                   cancel=self.shutdown)  # fmt: skip
-        self.speeds.note(handler.name, time.perf_counter() - began)
-        return outcome if outcome.taken_over else rules.cut_off(outcome, cut)
+        outcome = run_attempts(self.invoker, self.clock, t.fire, t.handler, t.execution, t.fields,
+                               conclude=conclude, cancel=self.shutdown)  # fmt: skip
+        self.speeds.note(t.handler.name, time.perf_counter() - began)
+        return outcome
 
     # -- 4. finalise, 5. advance ----------------------------------------------------------------------
     def _finish(self, ended: list[tuple[_Taken, RunOutcome]], outcomes: list[Outcome]) -> None:
         """Steps 4 and 5 for the runs that ended, in one write (one alone: ``Store.complete`` retried through
         an outage; several: ``Store.complete_many``, each alone if that fails); their outcomes set."""
         for (t, _), done in zip(ended, self._finalised(ended), strict=True):
-            if done is not None:
-                outcomes[t.index] = Outcome(execution=done)
+            self._decided(outcomes, t.index, t.fire, Outcome(execution=done) if done is not None else Outcome())
 
     def _finalised(self, ended: list[tuple[_Taken, RunOutcome]]) -> list[Execution | None]:
         """``_finish``'s writes: each run's execution as finalised (None: its write failed, logged)."""
@@ -398,10 +311,10 @@ class TaskRunner:
             if results is not None:
                 finished, advanced = results[k]
             elif len(ends) == 1:
-                finished, advanced = self._complete(done, t.fire, next_run, now)
+                finished, advanced = complete(self.store, self.clock, done, t.fire, next_run, now)
             else:
                 try:  # the write may have applied before it failed: checked on the first try
-                    finished, advanced = self._complete(done, t.fire, next_run, now, retried=True)
+                    finished, advanced = complete(self.store, self.clock, done, t.fire, next_run, now, retried=True)
                 except Exception:  # one fire's failure keeps no other unfinished (its row is resumed)
                     log.exception("fire.finish_failed", extra=t.fields)
                     continue
@@ -428,7 +341,9 @@ class TaskRunner:
             if finished and t.advance:
                 self.store.release(fire.job.id, fire.lease_token)
         else:  # advanced when it started (allow_all)
-            finished = self._through_outage(fire, lambda: self.store.finish_execution(done), "execution.finish_retry")
+            finished = through_outage(
+                self.clock, fire, lambda: self.store.finish_execution(done), "execution.finish_retry"
+            )
         return self._finished(t, done, outcome, finished, True, None)
 
     def _finished(self, t: _Taken, done: Execution, outcome: RunOutcome, finished: bool, advanced: bool,
@@ -445,40 +360,9 @@ class TaskRunner:
     def _let_go(self, t: _Taken) -> None:
         """Release a fire's lock (its run is over, or it goes no further)."""
         if t.token:
+            self.heartbeat.locked(t.fire, t.key, "")
             safely("lock.release_failed", t.fields, self.locker.release, t.key, t.token)
             t.token = ""
-
-    def _complete(self, done: Execution, fire: Fire, next_run: datetime | None, now: datetime, *,
-                  retried: bool = False) -> tuple[bool, bool]:  # fmt: skip
-        """``Store.complete`` (finished, advanced), retried through a store outage: the writes are guarded, and
-        a try after the first (``retried``: a write of it failed before) checks whether an earlier one finished
-        the row and failed on the advance."""
-        tries = 1 if retried else 0
-
-        def write() -> tuple[bool, bool]:
-            nonlocal tries
-            tries += 1
-            finished, advanced = self.store.complete(done, fire, next_run_at=next_run, now=now)
-            if finished or tries == 1:  # the first try: nothing before it can have applied
-                return finished, advanced
-            stored = self.store.get_execution(done.id)
-            if stored.run_token != done.run_token or stored.status is not done.status:
-                return False, False
-            return True, self.store.advance(fire, next_run_at=next_run, now=now)
-
-        return self._through_outage(fire, write, "execution.complete_retry")
-
-    def _through_outage(self, fire: Fire, write: Callable[[], T], retried: str) -> T:
-        """``write``, tried again through a store outage (``COMPLETE_BACKOFF``), each retry logged as ``retried``."""
-        for wait in (*COMPLETE_BACKOFF, None):
-            try:
-                return write()
-            except StoreUnavailable as exc:
-                if wait is None:
-                    raise
-                log.warning(retried, extra={"job_id": fire.job.id, "error": str(exc), "wait": wait})
-                self.clock.sleep(wait)
-        raise AssertionError("unreachable")
 
     def _next_run(self, fire: Fire, now: datetime, started: datetime | None) -> tuple[datetime | None, str | None]:
         next_run, stop = rules.next_run(fire, now, started)
@@ -513,8 +397,6 @@ class TaskRunner:
             if final is not None and advanced and not self._has_run(fire):
                 entry = LedgerEntry.one(fire.job.id, final, fire.scheduled_at, self.clock.now(), fire.trigger)
                 self.accounting.account(fire, entry)
-        elif reason in rules.RELEASE_AFTER:
-            self.store.release(fire.job.id, fire.lease_token)
         return Outcome(skipped=reason)
 
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:

@@ -61,7 +61,8 @@ class WorkerPool:
     # -- the FireQueue port ---------------------------------------------------------------------------
     def submit(self, fire: Fire) -> None:
         """Queue ``fire``, waiting while the queue is full; QueueUnavailable once the pool takes no more
-        fires (``close_intake``), even if this call was waiting then: the caller gives the fire back."""
+        fires (``close_intake``, ``drain_unstarted``, ``stop``), even if this call was waiting then: the caller
+        gives the fire back."""
         with self._mutex:
             while self._taking and len(self._fires) >= self.maxsize:
                 self._not_full.wait()

@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,7 @@ log = logging.getLogger("ticklock.lambda")
 
 TICK_MARGIN = 5.0  # seconds of the tick invocation kept for giving held fires back and flushing metrics
 # the tick sends fires this early, in windows of half of it, so that SendMessageBatch calls go out full
-# (500 fires/s spread over each second would otherwise be ~500 calls of one message); the runner then
+# (fires spread over each second would otherwise go out as calls of one message each); the runner then
 # waits for each fire's time, so SQS's own delivery delay is hidden as well
 SEND_AHEAD = 0.2
 # records of one SQS batch run at once, each on a thread of this many: the template's BatchSize is at most 10
@@ -76,9 +76,11 @@ class Container:
     runner: TaskRunner
     pool: ThreadPoolExecutor  # the runner's threads, one per record of a batch
     api: Api | None = None  # the API's, built on its first request
+    beating: threading.Event = field(default_factory=threading.Event)  # set: the heartbeat stops
 
     def close(self) -> None:
         """Stop the threads and close the clients (Lambda never calls it: an environment just ends)."""
+        self.beating.set()
         self.pool.shutdown(wait=False)
         self.runner.invoker.close()
         if self.runner.alerts is not None:
@@ -108,7 +110,10 @@ def build(settings: Settings, *, clock: Clock | None = None, registry: Registry 
         owner=owner,
     )
     pool = ThreadPoolExecutor(max_workers=RUNNER_THREADS, thread_name_prefix="ticklock-runner")
-    return Container(settings, clock, owner, store, locker, metrics, publisher, registry, plugins, runner, pool)
+    box = Container(settings, clock, owner, store, locker, metrics, publisher, registry, plugins, runner, pool)
+    # keeps the claims of the fires the runner runs (a frozen environment beats again when it thaws)
+    threading.Thread(target=runner.heartbeat.run, args=(box.beating,), name="ticklock-heartbeat", daemon=True).start()
+    return box
 
 
 @cache

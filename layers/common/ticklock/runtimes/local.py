@@ -23,6 +23,7 @@ from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import Clock, SystemClock
 from ticklock.engine.pool import WorkerPool
+from ticklock.engine.recovery import release_the_dead
 from ticklock.engine.speeds import goes_with_others
 from ticklock.handlers.contract import Registry
 from ticklock.runtimes.plugins import Plugins
@@ -78,9 +79,8 @@ class LocalService:
                                run_together=self.runner.run_all, together=together)  # fmt: skip
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
-        self.dispatcher = build_dispatcher(
-            s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics, owner=self.owner
-        )
+        self.dispatcher = build_dispatcher(s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics,
+                                           owner=self.owner, heartbeat=self.runner.heartbeat)  # fmt: skip
         self.service = build_service(s, self.store, self.registry, self.clock)
         self.app = local_app(
             ApiDeps(self.service, self.metrics.render, self.plugins.health_checks(), dashboard=True),
@@ -91,6 +91,7 @@ class LocalService:
             body_timeout=s.api_body_timeout,
         )
         self._stop = threading.Event()
+        self._beating = threading.Event()  # set once no run is left: the heartbeat outlasts the drain
         self._threads: list[threading.Thread] = []
         self._stopped = False
 
@@ -98,6 +99,10 @@ class LocalService:
         """Start dispatching and housekeeping in background threads."""
         self.plugins.warn_deprecated()
         self.plugins.seed(self.service)
+        release_the_dead(self.store, self.owner, self.clock)
+        beat = threading.Thread(target=self.runner.heartbeat.run, args=(self._beating,), name="ticklock-heartbeat",
+                                daemon=True)  # fmt: skip
+        beat.start()
         loops = [
             ("ticklock-dispatcher", lambda: self.dispatcher.run(self._stop)),
             ("ticklock-housekeeping", self._housekeep),
@@ -133,6 +138,7 @@ class LocalService:
             self.runner.shutdown.set()
             self.invoker.interrupt_all()
             stopped = self.pool.stop(10.0)
+        self._beating.set()
         self.invoker.close()
         if stopped:  # every run has let its lock go; else a run still going may be releasing its lock now
             self.locker.close()
@@ -196,8 +202,8 @@ class LocalService:
 
 def _settle_heap() -> None:
     """Move what start-up made (modules, models, the wiring: objects that live as long as the process) out
-    of the cyclic collector's reach. Each full collection walked all of them with the GIL held, a pause of
-    ~25 ms every few seconds under load in which no fire started. Once per process: what is frozen is
+    of the cyclic collector's reach. Each full collection would walk all of them with the GIL held, a pause
+    in which no fire starts. Once per process: what is frozen is
     never collected (the service's own cycles included), which is right for ``serve`` only."""
     gc.collect()
     gc.freeze()

@@ -14,8 +14,10 @@ from ticklock.domain.alerts import Alerts, Destinations
 from ticklock.domain.job_rules import Limits
 from ticklock.domain.service import JobService
 from ticklock.engine.dispatcher import Dispatcher
-from ticklock.engine.fire_path import LockFailure, TaskRunner
+from ticklock.engine.fire_path import TaskRunner
+from ticklock.engine.heartbeat import Heartbeat
 from ticklock.engine.invoke import Invoker
+from ticklock.engine.job_lock import LockFailure
 from ticklock.engine.outbox import Outbox
 from ticklock.engine.reporting import FireLog
 from ticklock.handlers.contract import Registry
@@ -103,6 +105,8 @@ def build_runner(
         max_resumes=settings.max_resumes,
         alerts=alerts,
         fire_log=FireLog(settings.fire_log),
+        lease=settings.lease_slack,
+        lookahead=settings.lookahead,
     )
 
 
@@ -115,6 +119,7 @@ def build_dispatcher(
     metrics: PrometheusMetrics,
     owner: str,
     send_ahead: float = 0.0,
+    heartbeat: Heartbeat | None = None,
 ) -> Dispatcher:
     return Dispatcher(
         store=store,
@@ -128,6 +133,7 @@ def build_dispatcher(
         lease_slack=settings.lease_slack,
         send_ahead=send_ahead,
         resolution=settings.dispatch_resolution,
+        heartbeat=heartbeat,
     )
 
 

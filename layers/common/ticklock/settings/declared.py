@@ -88,9 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "lease_slack",
-        "60",
-        number(1.0, 3600.0),
-        "seconds a claim outlives its horizon + timeout (at least 6 + lookahead)",
+        "6",
+        number(3.0, 3600.0),
+        "seconds a claim and a job's lock last past the heartbeat that keeps them (every third of it)",
     ),
     Setting("shutdown_grace", "30", number(0.0, 3600.0), "seconds running fires get to finish on SIGTERM"),
     Setting("retention_per_job", "1000", integer(1, 10_000_000), "finished executions kept per job"),

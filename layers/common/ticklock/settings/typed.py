@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ticklock.domain.fires import LOCK_MARGIN
 from ticklock.errors import ConfigError
 from ticklock.handlers.plugin import Plugin, discover
 from ticklock.settings.declared import RUNNER_MARGIN, SETTINGS, every_setting
@@ -85,15 +84,6 @@ class Settings:
         overrides = overrides or {}
         deprecated: list[str] = []
         values = read_settings(SETTINGS, environ, overrides, deprecated)
-        # A fire starts only if its lease outlasts its deadline plus the lock's margin; a fire is claimed
-        # up to `lookahead` early. A shorter slack would make every fire skip as lease_expired.
-        least = LOCK_MARGIN + values["lookahead"] + 1.0
-        if values["lease_slack"] < least:
-            name = "--lease-slack" if "lease_slack" in overrides else "TICKLOCK_LEASE_SLACK"
-            raise ConfigError(
-                f"{name}: must be at least {least:g} s (the lock margin of {LOCK_MARGIN:g} s, the "
-                f"look-ahead and 1 s of queueing), got {values['lease_slack']:g}"
-            )
         runner = values["runner_timeout"]
         if runner and runner <= RUNNER_MARGIN:
             raise ConfigError(

@@ -19,7 +19,7 @@ class LocalLocker:
 
     def acquire(self, key: str, ttl: float) -> str | None:
         now = self._clock.now()
-        token = new_token()  # unique, from a per-thread pool of random bytes: no system call (uuid4 made one)
+        token = new_token()  # unique, from a per-thread pool of random bytes: no system call (uuid4 makes one)
         with self._mutex:
             current = self._held.get(key)
             if current is not None and current[1] > now:

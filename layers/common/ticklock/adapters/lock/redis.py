@@ -2,7 +2,7 @@
 
 Release (compare-and-delete) and extend (compare-and-pexpire) are Lua scripts, so that a holder whose lock
 expired and was taken by someone else cannot touch the new holder's lock. Any Redis error (refused,
-timeout, auth, a failover) raises ``LockUnavailable``; the lifecycle then applies the configured policy
+timeout, auth, a failover) raises ``LockUnavailable``; the fire path then applies the configured policy
 (skip by default). ``rediss://`` URLs use TLS; a password or ACL user goes in the URL. One client per URL
 per process, with redis-py's own pool and retry: a command that meets a broken connection (Redis
 restarted) or a read-only replica (a failover) is sent once more on a new connection; a second failure

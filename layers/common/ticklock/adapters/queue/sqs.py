@@ -22,6 +22,7 @@ from ticklock.errors import QueueUnavailable
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 ATTEMPTS = 3
+UNBOUNDED = 1_000_000  # ``free_slots``: SQS holds what it is given; the runners' concurrency bounds the work
 
 
 def sqs_client(endpoint_url: str | None = None) -> Any:
@@ -62,20 +63,23 @@ def decode_fire(body: str) -> Fire:
 
 
 class SQSQueue:
-    """The ``FireQueue`` port on an SQS queue."""
+    """The ``FireQueue`` port on an SQS queue. Unbounded: ``submit`` never waits for room."""
 
     def __init__(self, queue_url: str, *, client: Any = None) -> None:
         self.queue_url = queue_url
         self._client = client or sqs_client()
         self._buffer: list[Fire] = []
+        self._taking = True  # until ``drain_unstarted``
 
     def submit(self, fire: Fire) -> None:
+        if not self._taking:
+            raise QueueUnavailable("the fire queue takes no more fires (drained)", [fire])
         self._buffer.append(fire)
         if len(self._buffer) >= BATCH:
             self.flush()
 
     def free_slots(self) -> int:
-        return 1_000_000  # SQS holds what it is given; the runners' concurrency bounds the work
+        return UNBOUNDED
 
     def flush(self) -> None:
         fires, self._buffer = self._buffer, []
@@ -83,6 +87,7 @@ class SQSQueue:
             self._send(fires[start : start + BATCH])
 
     def drain_unstarted(self) -> Sequence[Fire]:
+        self._taking = False
         fires, self._buffer = self._buffer, []
         return fires
 

@@ -52,8 +52,8 @@ class Connection(StoreConnection):
         starting on a store already set up (every Lambda cold start) reads one index list per collection and
         writes nothing. FerretDB 1.24 on SQLite holds its collection registry's lock through a
         ``createIndexes`` while it waits for a connection of its pool, and the updates in flight that hold
-        those connections wait for that lock: thirty runner environments starting beside a burst wedged it
-        for good (2026-12-03, tests/deployed; a goroutine dump showed it)."""
+        those connections wait for that lock: many runner environments starting beside a burst can wedge it
+        for good."""
         wanted: list[tuple[Collection[Doc], list[tuple[str, Any]], bool, str]] = [
             (self.jobs, [("name", ASCENDING)], True, "name_unique"),
             (self.jobs, [("due_at", ASCENDING)], False, "due"),

@@ -29,7 +29,7 @@ from ticklock.adapters.store.mongo.documents import (
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
 from ticklock.domain.executions import Execution
-from ticklock.domain.fires import Fire
+from ticklock.domain.fires import Fire, Lease
 from ticklock.domain.jobs import Job
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Completion, FireStore, Started
@@ -56,7 +56,7 @@ class Fires(Connection, FireStore):
             # one batch of the whole limit (a negative limit is singleBatch; the batch size keeps the servers'
             # first batch of 101 from cutting it short): the server keeps no cursor open. FerretDB 2.5 takes
             # a PostgreSQL connection out of its pool for an open cursor and closes it once the cursor is
-            # drained: half of the claims' finds cost a new PostgreSQL session (measured)
+            # drained: a cursor left open would cost a claim a new PostgreSQL session
             due = self.jobs.find({"due_at": {"$lte": horizon}}).sort("due_at", ASCENDING)
             candidates = list(due.limit(-limit).batch_size(limit))
             if not candidates:
@@ -68,13 +68,8 @@ class Fires(Connection, FireStore):
             ]
             lost = _insert_new(self.claims, marks)
             won = [d for i, d in enumerate(candidates) if i not in lost]
-            # one update per distinct timeout (the lease length): FerretDB 1.24 on PostgreSQL stalls on an
-            # update command carrying ~50 statements, and one update_many is fewer round trips anyway
-            by_timeout: dict[float, list[Doc]] = {}
-            for doc in won:
-                by_timeout.setdefault(doc["timeout"], []).append(doc)
             try:
-                self._lease(by_timeout, token, owner, horizon, slack)
+                self._lease(won, token, owner, horizon + slack)
             except PyMongoError:
                 # without their leases the marks would block these job states for good: take them back
                 self.claims.delete_many({"token": token})
@@ -85,20 +80,44 @@ class Fires(Connection, FireStore):
         jobs.sort(key=lambda j: (j.pending_at(), j.id))
         return jobs
 
-    def _lease(
-        self, by_timeout: dict[float, list[Doc]], token: str, owner: str, horizon: datetime, slack: timedelta
-    ) -> None:
-        for timeout, docs in by_timeout.items():
-            until = ms(horizon + timedelta(seconds=timeout) + slack)
-            self.jobs.update_many(
-                {"_id": {"$in": [d["_id"] for d in docs]}},
-                {
-                    "$set": {"lease_token": token, "lease_owner": owner, "lease_until": until, "due_at": until},
-                    "$inc": {"seq": 1},
-                },
+    def _lease(self, docs: list[Doc], token: str, owner: str, until_at: datetime) -> None:
+        until = ms(until_at)
+        self.jobs.update_many(
+            {"_id": {"$in": [d["_id"] for d in docs]}},
+            {
+                "$set": {"lease_token": token, "lease_owner": owner, "lease_until": until, "due_at": until},
+                "$inc": {"seq": 1},
+            },
+        )
+        for doc in docs:
+            doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
+
+    def extend_claims(self, claims: Sequence[tuple[str, str]], *, until: datetime) -> int:
+        # one update per claim token: the jobs of one claim round share it
+        by_token: dict[str, list[str]] = {}
+        for job_id, token in claims:
+            by_token.setdefault(token, []).append(job_id)
+        at = ms(until)
+
+        def extend() -> int:
+            return sum(
+                self.jobs.update_many(
+                    {"_id": {"$in": ids}, "lease_token": token},
+                    {"$set": {"lease_until": at}, "$max": {"due_at": at}},
+                ).matched_count
+                for token, ids in by_token.items()
             )
-            for doc in docs:
-                doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
+
+        return self._call(extend)
+
+    def live_claims(self, *, now: datetime) -> list[tuple[str, Lease]]:
+        def read() -> list[tuple[str, Lease]]:
+            found = self.jobs.find(
+                {"lease_until": {"$gt": ms(now)}}, {"_id": 1, "lease_token": 1, "lease_owner": 1, "lease_until": 1}
+            )
+            return [(d["_id"], Lease(d["lease_token"], d["lease_owner"], d["lease_until"])) for d in found]
+
+        return self._call(read)
 
     def release(self, job_id: str, lease_token: str) -> None:
         def release() -> None:

@@ -106,8 +106,8 @@ class Executions(Connection, ExecutionStore):
             gone = conn.execute(f"DELETE FROM executions WHERE {_FINAL} AND finished_at < ?", cutoff).rowcount
             gone += conn.execute("DELETE FROM ledger WHERE last_at < ?", cutoff).rowcount
         # Each job's history beyond keep_per_job is found on a read snapshot, without the write lock, and
-        # deleted a chunk at a time: one DELETE ranking every execution held the lock for most of a second
-        # at 300,000 rows, with every runner's write waiting (the p99 lag of 5,000 fires/s). A row found is
+        # deleted a chunk at a time: one DELETE ranking every execution would hold the write lock while it
+        # ranks them all, with every runner's write waiting. A row found is
         # old and final, and stays so: fires that finish meanwhile only add newer rows.
         beyond = self._read(lambda conn: _beyond(conn, keep_per_job))
         for start in range(0, len(beyond), PRUNE_CHUNK):

@@ -10,20 +10,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ticklock.adapters.store.sqlite.connection import Connection
-from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, job_from_row, us, us_delta, utc_now
+from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, from_us, job_from_row, us, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
 from ticklock.domain.executions import Execution, ExecutionStatus
-from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.domain.jobs import Job
 from ticklock.ports import Completion, FireStore, Started
 
 # A fire's statements, named so that bench/fire_path.py runs the very same text as its SQL floor.
 # The claim: the due jobs' leases taken and their due times moved past their leases, in one statement.
-CLAIM = f"""UPDATE jobs SET lease_token = ?, lease_owner = ?,
-                lease_until = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?,
-                due_at = ? + CAST(timeout * 1000 AS INTEGER) * 1000 + ?
+CLAIM = f"""UPDATE jobs SET lease_token = ?, lease_owner = ?, lease_until = ?, due_at = ?
             WHERE id IN (SELECT id FROM jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?)
             RETURNING {JOB_COLUMNS}"""
+# A heartbeat: a claim still held lasts longer; the job's due time never falls inside it.
+EXTEND = "UPDATE jobs SET lease_until = ?, due_at = MAX(due_at, ?) WHERE id = ? AND lease_token = ?"
 START = (
     f"INSERT INTO executions ({EXEC_COLUMNS}) VALUES ({EXEC_SLOTS}) "
     "ON CONFLICT(job_id, scheduled_at, trigger) DO NOTHING"  # the fire's: schema.FIRE_UNIQUE
@@ -37,13 +37,27 @@ FINISH = (
 class Fires(Connection, FireStore):
     def claim_due(self, *, now: datetime, horizon: datetime, limit: int, owner: str, slack: timedelta) -> list[Job]:
         token = uuid.uuid4().hex
+        until = us(horizon + slack)
         with self._tx() as conn:
-            rows = conn.execute(
-                CLAIM, (token, owner, us(horizon), us_delta(slack), us(horizon), us_delta(slack), us(horizon), limit)
-            ).fetchall()
+            rows = conn.execute(CLAIM, (token, owner, until, until, us(horizon), limit)).fetchall()
         jobs = [job_from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.pending_at(), j.id))
         return jobs
+
+    def extend_claims(self, claims: Sequence[tuple[str, str]], *, until: datetime) -> int:
+        at = us(until)
+        rows = [(at, at, job_id, token) for job_id, token in claims]
+        if not rows:
+            return 0
+        with self._tx() as conn:
+            return conn.executemany(EXTEND, rows).rowcount
+
+    def live_claims(self, *, now: datetime) -> list[tuple[str, Lease]]:
+        with self._tx(write=False) as conn:
+            rows = conn.execute(
+                "SELECT id, lease_token, lease_owner, lease_until FROM jobs WHERE lease_until > ?", (us(now),)
+            ).fetchall()
+        return [(job_id, Lease(token, owner, from_us(until))) for job_id, token, owner, until in rows]
 
     # The writes of a fire's steps go through ``_write``: the runners' threads' writes share commits.
     def release(self, job_id: str, lease_token: str) -> None:
@@ -190,8 +204,8 @@ def _advance(
 
     A scheduled fire of a job unchanged since its claim (same version, no trigger or backfill pending, as
     MongoDB's fast advance) is one guarded UPDATE computed from the claimed job; otherwise, or if that
-    guard misses, the job is read back and advanced from what is stored (a read and a decode of the row:
-    a third of a batched fire's store time)."""
+    guard misses, the job is read back and advanced from what is stored (a read and a decode of the row,
+    which the common case spares)."""
     extra, values = ("", ()) if summary is None else (f", {SUMMARY}", _summary_values(summary))
     if fire.trigger is Trigger.SCHEDULE and fire.job.backfill is None and fire.job.trigger_at is None:
         enabled, due = fast_advance(fire.job, next_run_at)

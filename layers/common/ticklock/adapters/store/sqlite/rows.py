@@ -42,10 +42,6 @@ def from_us(value: int) -> datetime:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def us_delta(delta: timedelta) -> int:
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -75,8 +71,8 @@ def job_values(job: Job, now: datetime) -> dict[str, Any]:
 
 def job_row(job: Job, now: datetime) -> tuple[Any, ...]:
     """The job's columns in ``JOB_COLUMNS``' order: what ``job_values`` holds (``job_record_row`` below, kept
-    as its check in the tests), built in order rather than through the record's dict of 27 keys (which was
-    a fifth of a batch create's time)."""
+    as its check in the tests), built in order rather than through the record's dict of 27 keys, on the
+    path of every batch create."""
     lease, last = job.lease, job.last_run
     return (
         job.id, job.name, job.handler, schedule_text(job.schedule), payload_text(job.payload), job.timeout,

@@ -150,8 +150,8 @@ SCHEMA = [
 TABLES = [s for s in SCHEMA if s.lstrip().startswith("CREATE TABLE")]
 INDEXES = [s for s in SCHEMA if s not in TABLES]
 # How many jobs there are, kept by the file itself on each insert and delete whoever writes (a COUNT reads
-# every page of an index); not the states: a trigger on the UPDATE of a job was measured to slow the fire
-# path's update of a job that stays failing, with the partial indexes over failing jobs (the commit says how).
+# every page of an index); not the states: a trigger on the UPDATE of a job would run on the fire path's
+# every advance, which the partial indexes over the states already serve.
 # Made and counted once, when the file lacks the table (in the migration's transaction: no write between).
 COUNTER = [
     "CREATE TABLE jobs_counts (state TEXT PRIMARY KEY, n INTEGER NOT NULL)",

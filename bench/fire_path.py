@@ -56,8 +56,10 @@ from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.adapters.store.sqlite.fires import ADVANCE_COUNTED, CLAIM, FINISH, START
 from ticklock.adapters.store.sqlite.rows import JOB_COLUMN_NAMES, us
 from ticklock.clock import FakeClock
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger, fire_key
 from ticklock.domain.ids import new_id
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger, fire_key
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.handlers.builtin import register
 from ticklock.handlers.contract import Registry

@@ -54,7 +54,7 @@ def child(batches: int, warmup: int, *, stub: bool) -> None:
         from ticklock.engine.dispatcher import Dispatcher
     except ImportError:  # a checkout from before the engine package (--before)
         from ticklock.domain.dispatcher import Dispatcher  # type: ignore[no-redef,import-not-found]
-    from ticklock.domain.jobs import Fire
+    from ticklock.domain.fires import Fire
     from ticklock.handlers.builtin import register as register_builtin
     from ticklock.handlers.registry import HandlerContext, Registry
     from ticklock.runtimes import aws

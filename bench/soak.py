@@ -43,7 +43,8 @@ from fires import STARTUP_ALLOWANCE, _job, run_service, ticklock_command
 
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import SystemClock
-from ticklock.domain.jobs import Job, Overlap, Policy
+from ticklock.domain.job_settings import Overlap, Policy
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import CronSchedule
 from ticklock.domain.service import JobService
 from ticklock.handlers.contract import Registry

@@ -28,7 +28,8 @@ from ticklock.adapters.queue.sqs import decode_fire, encode_fire
 from ticklock.adapters.store.mongo import MongoStore
 from ticklock.commands.client import ApiClient, ApiError
 from ticklock.commands.sigv4 import Signer, SigV4
-from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger
 from ticklock.domain.schedules import OnceSchedule
 from ticklock.errors import StoreUnavailable
 

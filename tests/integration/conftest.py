@@ -17,7 +17,8 @@ from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import Clock, FakeClock, SystemClock
-from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.fires import Fire
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.engine.fire_path import TaskRunner

@@ -19,7 +19,8 @@ from tests.support.recorders import RecordingPublisher
 from ticklock.adapters.email.smtp import SMTPSender
 from ticklock.adapters.webhook import HttpWebhook
 from ticklock.domain.alerts import Alerts, Destinations
-from ticklock.domain.jobs import AlertRules, Job
+from ticklock.domain.job_settings import AlertRules
+from ticklock.domain.jobs import Job
 from ticklock.engine.outbox import Outbox
 from ticklock.handlers.contract import HandlerContext
 from ticklock.ports import Store

@@ -10,7 +10,9 @@ from datetime import timedelta
 import pytest
 
 from tests.support.engine import Engine, T
-from ticklock.domain.jobs import ExecutionStatus, Job, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Trigger
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConflictError, InvalidJob
@@ -29,7 +31,7 @@ def _drain(engine: Engine) -> None:
         claimed = engine.store.claim_due(now=now, horizon=now, limit=10, owner="t", slack=timedelta(seconds=120))
         if not claimed:
             return
-        from ticklock.domain.jobs import Fire
+        from ticklock.domain.fires import Fire
 
         for job in claimed:
             engine.runner().run(Fire.of(job, now))

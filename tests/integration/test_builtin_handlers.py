@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integration.conftest import Harness
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.engine.pool import WorkerPool
 
 Web = tuple[str, list[tuple[str, str, str | None]]]

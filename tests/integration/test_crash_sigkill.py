@@ -35,7 +35,7 @@ from tests.support.crash import (
     serve_environ,
 )
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.ledger import account
 
 # the stream is capped at PLAN.cap s; the first process gets a minute to start, the last a minute to stop

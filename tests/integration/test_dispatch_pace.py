@@ -22,7 +22,8 @@ from tests.support.factories import make_job
 from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
-from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.fires import Fire
+from ticklock.domain.jobs import Job
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.runtimes.local import LocalService
 from ticklock.settings import Settings

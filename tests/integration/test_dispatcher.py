@@ -16,7 +16,8 @@ from tests.support.recorders import RecordingMetrics
 from tests.support.waiting import wait_until
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import FakeClock
-from ticklock.domain.jobs import Fire, Job
+from ticklock.domain.fires import Fire
+from ticklock.domain.jobs import Job
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.engine.pool import WorkerPool
 

@@ -15,7 +15,7 @@ from tests.integration.conftest import Harness
 from tests.support.servers import free_port
 from ticklock.adapters.events.eventbridge import EventBridgePublisher, events_client
 from ticklock.adapters.metrics.pushgateway import PushgatewayMetrics, delete_stale_groups
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 
 
 def bus_with_queue(endpoint: str) -> tuple[str, Any, str]:

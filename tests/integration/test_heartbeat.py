@@ -15,8 +15,9 @@ from tests.support.engine import Engine, T
 from tests.support.factories import make_job
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.fire_rules import SkipReason
-from ticklock.domain.jobs import ExecutionStatus, Fire
+from ticklock.domain.fires import Fire
 from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.heartbeat import Heartbeat
 from ticklock.engine.recovery import release_the_dead

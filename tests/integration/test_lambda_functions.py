@@ -32,7 +32,9 @@ from tests.support.lambda_sqs import ROOT, EventSourceMapping, LambdaContext, fu
 from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
-from ticklock.domain.jobs import Execution, ExecutionStatus, Overlap, Policy, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Trigger
+from ticklock.domain.job_settings import Overlap, Policy
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.engine.dispatcher import Dispatcher

@@ -12,7 +12,7 @@ from tests.support.factories import make_execution, make_job
 from tests.support.recorders import DownLocker
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.domain.fire_rules import SkipReason
-from ticklock.domain.jobs import Policy
+from ticklock.domain.job_settings import Policy
 from ticklock.domain.ledger import LedgerEntry, Reason, account
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
 from ticklock.engine.job_lock import LockFailure

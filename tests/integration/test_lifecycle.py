@@ -14,8 +14,9 @@ from tests.support.recorders import BrokenMetrics, BrokenPublisher, DownLocker
 from tests.support.waiting import wait_until
 from ticklock.clock import FakeClock
 from ticklock.domain.events import STARTED
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.fire_rules import SkipReason
-from ticklock.domain.jobs import ExecutionStatus, Trigger
+from ticklock.domain.fires import Trigger
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
 from ticklock.engine.fire_path import MAX_RESUMES
 from ticklock.engine.invoke import Invoker

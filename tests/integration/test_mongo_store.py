@@ -14,7 +14,9 @@ from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStart
 from tests.support.factories import T0, make_execution, make_job
 from ticklock.adapters.records import JOB_FIELDS
 from ticklock.adapters.store.mongo import MongoStore, shared_client
-from ticklock.domain.jobs import ExecutionStatus, Fire, Hold, HoldKind, RunSummary
+from ticklock.domain.executions import ExecutionStatus, RunSummary
+from ticklock.domain.fires import Fire
+from ticklock.domain.jobs import Hold, HoldKind
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import JOB_SORTS, Completion, JobQuery
 

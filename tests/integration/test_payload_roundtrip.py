@@ -18,7 +18,8 @@ from ticklock.api.app import Api
 from ticklock.api.http import Request
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import SystemClock
-from ticklock.domain.service import JobService, Limits
+from ticklock.domain.job_rules import Limits
+from ticklock.domain.service import JobService
 from ticklock.handlers.contract import Registry
 from ticklock.ports import Store
 from ticklock.runtimes.plugins import register_all

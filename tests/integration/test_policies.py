@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 from tests.support.engine import Engine, T
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import SkipReason
-from ticklock.domain.jobs import BUFFER_ALL_CAP, Execution, ExecutionStatus, Fire, Job, Overlap, Policy
+from ticklock.domain.fires import Fire
+from ticklock.domain.job_settings import BUFFER_ALL_CAP, Overlap, Policy
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.errors import StoreUnavailable
 from ticklock.handlers.contract import HandlerContext

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.factories import make_job, manual_fire
 from tests.support.waiting import wait_until
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.engine.pool import WorkerPool
 from ticklock.errors import QueueUnavailable
 

@@ -68,7 +68,9 @@ from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 from ticklock.adapters.store.sqlite.rows import us
 from ticklock.clock import SystemClock, to_ms
-from ticklock.domain.jobs import Fire, Job, Policy
+from ticklock.domain.fires import Fire
+from ticklock.domain.job_settings import Policy
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule, OnceSchedule
 from ticklock.errors import TicklockError
 from ticklock.handlers.contract import HandlerContext, Registry

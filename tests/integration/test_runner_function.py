@@ -16,7 +16,7 @@ from tests.support.lambda_sqs import sqs_event
 from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import Clock, FakeClock, SystemClock
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.handlers.builtin import register as register_builtin
 from ticklock.handlers.contract import HandlerContext, Registry

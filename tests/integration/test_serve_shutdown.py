@@ -15,7 +15,8 @@ from typing import Any
 from tests.support.factories import make_job
 from tests.support.waiting import wait_until
 from ticklock.clock import SystemClock, to_ms
-from ticklock.domain.jobs import ExecutionStatus, Fire
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire
 from ticklock.domain.schedules import IntervalSchedule, OnceSchedule
 from ticklock.handlers.contract import HandlerContext, Registry
 from ticklock.runtimes.local import LocalService

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ticklock.adapters.store.sqlite import SCHEMA_VERSION, SQLiteStore
-from ticklock.domain.jobs import Policy
+from ticklock.domain.job_settings import Policy
 from ticklock.ports import JobQuery
 
 # the jobs table as schema version 1 created it (ticklock before issue 10)
@@ -141,7 +141,7 @@ def test_a_version_3_file_keeps_its_executions_and_they_read_with_no_jitter(tmp_
 def test_a_version_4_file_gets_its_runs_summary_from_its_executions(tmp_path: Path) -> None:
     from tests.contract.store.helpers import run
     from tests.support.factories import T0, make_job
-    from ticklock.domain.jobs import ExecutionStatus
+    from ticklock.domain.executions import ExecutionStatus
 
     path = tmp_path / "v4.db"
     store = SQLiteStore(path)
@@ -208,7 +208,7 @@ def _row(
 
 def test_a_version_5_file_is_rebuilt_with_each_fire_unique_by_its_columns_and_every_row_kept(tmp_path: Path) -> None:
     from ticklock.adapters.store.sqlite.rows import from_us
-    from ticklock.domain.jobs import Trigger
+    from ticklock.domain.fires import Trigger
 
     path = tmp_path / "v5.db"
     t = 1_767_225_600 * SECOND

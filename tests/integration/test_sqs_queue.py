@@ -11,7 +11,7 @@ import pytest
 from tests.support.factories import T0, make_job
 from tests.support.servers import free_port
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
-from ticklock.domain.jobs import Fire, Lease, Trigger
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import QueueUnavailable
 

@@ -16,7 +16,7 @@ from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.clock import SystemClock
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.engine.tick_loop import TickLoop, TickReport

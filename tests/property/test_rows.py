@@ -22,20 +22,10 @@ from ticklock.adapters.store.sqlite.rows import (
     job_record_row,
     job_row,
 )
-from ticklock.domain.jobs import (
-    AlertRules,
-    Backfill,
-    Execution,
-    ExecutionStatus,
-    Fire,
-    Hold,
-    HoldKind,
-    Job,
-    Lease,
-    Policy,
-    RunSummary,
-    Trigger,
-)
+from ticklock.domain.executions import Execution, ExecutionStatus, RunSummary
+from ticklock.domain.fires import Fire, Lease, Trigger
+from ticklock.domain.job_settings import AlertRules, Policy
+from ticklock.domain.jobs import Backfill, Hold, HoldKind, Job
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from tests.support.engine import Engine, T
 from tests.support.factories import make_job
 from ticklock.adapters.store.sqlite import SQLiteStore
-from ticklock.domain.jobs import Fire, Policy, Trigger
+from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.job_settings import Policy
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.domain.upcoming import Coming, coming_fires

@@ -10,7 +10,9 @@ from tests.support.recorders import RecordingMetrics, RecordingPublisher
 from ticklock.adapters.lock.local import LocalLocker
 from ticklock.clock import FakeClock
 from ticklock.domain.alerts import Alerts
-from ticklock.domain.jobs import Fire, Job, Policy
+from ticklock.domain.fires import Fire
+from ticklock.domain.job_settings import Policy
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import CronSchedule, Schedule
 from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.invoke import Invoker

@@ -6,7 +6,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ticklock.domain.jobs import Execution, Fire, Job, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule, Schedule
 
 T0 = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)

@@ -18,7 +18,8 @@ from ticklock.adapters.store.sqlite import SQLiteStore
 from ticklock.api.asgi import local_app
 from ticklock.api.routes import ApiDeps
 from ticklock.clock import FakeClock
-from ticklock.domain.service import JobService, Limits
+from ticklock.domain.job_rules import Limits
+from ticklock.domain.service import JobService
 from ticklock.engine.invoke import Invoker
 from ticklock.handlers import builtin
 from ticklock.handlers.contract import HandlerContext, Registry

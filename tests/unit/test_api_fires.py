@@ -7,7 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from tests.unit.conftest import API_START, ApiHarness
-from ticklock.domain.jobs import Execution, ExecutionStatus, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason
 
 T = API_START

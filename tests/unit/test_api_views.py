@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.unit.conftest import API_START, ApiHarness
 from tests.unit.test_api_fires import ran
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.ledger import LedgerEntry, Reason
 
 T = API_START

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import ExecutionStatus, Fire, Job, Lease, Trigger, fire_key
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Lease, Trigger, fire_key
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import IntervalSchedule
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -204,42 +206,3 @@ def test_with_changes_copies_the_record_and_refuses_a_field_it_does_not_have() -
         job.with_changes(nmae="typo")
     with pytest.raises(TypeError, match="no field"):
         execution.with_changes(status_code=1)
-
-
-def test_job_and_execution_built_by_their_direct_init_match_a_plain_frozen_dataclass() -> None:
-    """``_direct_init`` replaces the frozen dataclasses' ``__init__``: the same signature, every field set,
-    the defaults (a fresh one from each factory), and the same errors for a missing or unknown field."""
-    import dataclasses
-
-    from ticklock.domain.jobs import Execution, Job, Trigger
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    cases: list[tuple[type[Any], dict[str, Any]]] = [
-        (Job, {"id": "j", "name": "n", "handler": "noop", "schedule": IntervalSchedule(5), "payload": {"a": 1},
-               "timeout": 3.0, "max_retries": 2, "enabled": True, "next_run_at": now, "created_at": now,
-               "updated_at": now}),
-        (Execution, {"id": "e", "job_id": "j", "fire_key": "k", "handler": "noop", "trigger": Trigger.MANUAL,
-                     "scheduled_at": now, "started_at": now, "deadline_at": now, "run_token": "t", "owner": "o"}),
-    ]  # fmt: skip
-    for kind, required in cases:
-        # the reference: the class as dataclasses makes it, unfrozen (its __init__ assigns; not replaced)
-        plain = dataclasses.make_dataclass(
-            f"Plain{kind.__name__}",
-            [(f.name, f.type, f) for f in dataclasses.fields(kind)],
-        )
-        built, expected = kind(**required), plain(**required)
-        names = [f.name for f in dataclasses.fields(kind)]
-        assert {n: getattr(built, n) for n in names} == {n: getattr(expected, n) for n in names}
-        assert set(vars(built)) == set(names)  # every field, nothing else
-        positional = kind(*required.values())
-        assert positional == built
-        factories = [f.name for f in dataclasses.fields(kind) if f.default_factory is not dataclasses.MISSING]
-        assert factories  # each class has one: a fresh value per instance, as dataclasses gives
-        for name in factories:
-            assert getattr(kind(**required), name) is not getattr(built, name)
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            built.id = "other"
-        with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
-            kind(**required, bogus=1)
-        with pytest.raises(TypeError, match="missing"):
-            kind(id="x")

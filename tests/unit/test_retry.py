@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ticklock.clock import FakeClock
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.engine.invoke import AttemptKind, AttemptResult
 from ticklock.engine.retry import backoff, run_with_retries
 

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from ticklock.adapters.store.sqlite.rows import execution_from_record_row, execution_from_row, us
-from ticklock.domain.jobs import ExecutionStatus, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Trigger
 
 AT = int(us(datetime(2026, 12, 1, 12, tzinfo=UTC)) or 0)
 

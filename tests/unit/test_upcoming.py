@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.support.factories import T0, make_job
-from ticklock.domain.jobs import Backfill, Hold, HoldKind, Lease, Policy, Trigger
+from ticklock.domain.fires import Lease, Trigger
+from ticklock.domain.job_settings import Policy
+from ticklock.domain.jobs import Backfill, Hold, HoldKind
 from ticklock.domain.schedules import CronSchedule
 from ticklock.domain.upcoming import Coming, coming_fires
 

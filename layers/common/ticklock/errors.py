@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ticklock.domain.jobs import Fire
+    from ticklock.domain.fires import Fire
 
 
 class TicklockError(Exception):

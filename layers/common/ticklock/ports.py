@@ -18,7 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Execution, Fire, Job, Lease, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire, Lease, Trigger
+from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import LedgerEntry
 
 JOB_SORTS = ("id", "name", "next_run_at", "last_at")

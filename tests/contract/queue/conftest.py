@@ -15,7 +15,7 @@ from tests.support import servers
 from tests.support.factories import T0, make_job
 from tests.support.waiting import wait_until
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
-from ticklock.domain.jobs import Fire, Lease, Trigger
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.engine.pool import WorkerPool
 from ticklock.ports import FireQueue
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from tests.contract.queue.conftest import WAIT, Subject, make_fire
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.errors import QueueUnavailable
 
 SOME = 25  # more than two SQS batches: some go out when a batch fills, the rest at flush

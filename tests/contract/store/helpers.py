@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from tests.support.factories import T0, make_execution, manual_fire
-from ticklock.domain.jobs import Execution, ExecutionStatus, Job
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.jobs import Job
 from ticklock.ports import Store
 
 SLACK = timedelta(seconds=30)

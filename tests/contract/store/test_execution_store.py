@@ -10,7 +10,8 @@ import pytest
 
 from tests.contract.store.helpers import run
 from tests.support.factories import T0, make_execution, make_job
-from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger
 from ticklock.ports import Store
 
 
@@ -28,7 +29,7 @@ def test_executions_list_newest_first_with_paging(store: Store) -> None:
 
 def test_executions_are_found_by_fire_and_by_window(store: Store) -> None:
     from tests.support.factories import make_execution
-    from ticklock.domain.jobs import Fire
+    from ticklock.domain.fires import Fire
 
     job = store.add_job(make_job())
     fires = [Fire(job, T0 + timedelta(seconds=s), Trigger.SCHEDULE, "t") for s in (0, 10, 20, 30)]
@@ -58,7 +59,7 @@ def test_lags_are_each_runs_lag_newest_fire_first(store: Store) -> None:
     """``Store.lags`` reads what ``Execution.lag`` says of each run (its start less its slot and jitter), in
     the order and window ``executions_between`` reads them, without the rest of the execution."""
     from tests.support.factories import make_execution
-    from ticklock.domain.jobs import Fire
+    from ticklock.domain.fires import Fire
 
     job = store.add_job(make_job())
     late = {0: 0.25, 10: 3.5, 20: 0.0, 30: 61.125}  # slot second -> how late it started

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from tests.contract.store.helpers import SLACK, claim
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Lease, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Fire, Lease, Trigger
 from ticklock.errors import StaleVersion
 from ticklock.ports import Completion, Store
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from tests.contract.store.helpers import run
 from tests.support.factories import T0, make_execution, make_job, manual_fire
-from ticklock.domain.jobs import ExecutionStatus, Fire, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger
 from ticklock.ports import Store
 
 

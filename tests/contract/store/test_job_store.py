@@ -12,7 +12,9 @@ import pytest
 
 from tests.contract.store.helpers import claim
 from tests.support.factories import T0, make_execution, make_job
-from ticklock.domain.jobs import AlertRules, Fire, Job
+from ticklock.domain.fires import Fire
+from ticklock.domain.job_settings import AlertRules
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import CronSchedule
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion
 from ticklock.ports import Store

@@ -14,7 +14,9 @@ import pytest
 
 from tests.support.factories import T0, make_execution, make_job, manual_fire
 from ticklock.clock import FakeClock
-from ticklock.domain.jobs import ExecutionStatus, Fire, Hold, HoldKind, Job, Trigger
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.jobs import Hold, HoldKind, Job
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from ticklock.domain.service import JobService
 from ticklock.domain.states import JOB_FILTERS, job_conditions, job_state

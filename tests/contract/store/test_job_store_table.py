@@ -10,7 +10,8 @@ from typing import Any
 
 from tests.contract.store.helpers import run
 from tests.support.factories import T0, make_job
-from ticklock.domain.jobs import ExecutionStatus, Hold, HoldKind, Job
+from ticklock.domain.executions import ExecutionStatus
+from ticklock.domain.jobs import Hold, HoldKind, Job
 from ticklock.domain.states import JOB_FILTERS, JobState, job_conditions, job_state
 from ticklock.ports import JOB_SORTS, JobQuery, Store
 

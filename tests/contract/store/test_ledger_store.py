@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tests.support.factories import T0, make_job
-from ticklock.domain.jobs import Trigger
+from ticklock.domain.fires import Trigger
 from ticklock.domain.ledger import LedgerEntry, Outcome, Reason
 from ticklock.ports import Store
 

@@ -15,19 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import (
-    AlertRules,
-    Backfill,
-    Execution,
-    ExecutionStatus,
-    Fire,
-    Hold,
-    Job,
-    Lease,
-    Policy,
-    RunSummary,
-    Trigger,
-)
+from ticklock.domain.executions import Execution, ExecutionStatus, RunSummary
+from ticklock.domain.fires import Fire, Lease, Trigger
+from ticklock.domain.job_settings import AlertRules, Policy
+from ticklock.domain.jobs import Backfill, Hold, Job
 from ticklock.domain.ledger import LedgerEntry, Reason
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 

@@ -16,7 +16,8 @@ from ticklock import __version__
 from ticklock.api.routes import MAX_PARAM, Route
 from ticklock.api.schemas.errors import ErrorBody
 from ticklock.api.schemas.jobs import JobOut
-from ticklock.domain.service import INT64_RANGE, MAX_PAYLOAD_DEPTH, JobService
+from ticklock.domain.job_rules import INT64_RANGE, MAX_PAYLOAD_DEPTH
+from ticklock.domain.service import JobService
 
 REF = "#/components/schemas/{model}"
 # Answers any route can give: a query that cannot be decoded (400) or is not declared (422), a full

@@ -37,7 +37,7 @@ from ticklock.api.schemas.schedules import (
 from ticklock.api.schemas.service import CheckOut, HandlerOut, Health, HealthDetails
 from ticklock.api.views import service_overview
 from ticklock.domain.alerts import alerting_jobs
-from ticklock.domain.jobs import ExecutionStatus
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.schedules import CronSchedule, Schedule, upcoming
 from ticklock.domain.service import MAX_BATCH, JobService
 from ticklock.domain.upcoming import coming_fires

@@ -22,7 +22,7 @@ from typing import Protocol
 from ticklock.api.schemas.alerts import AlertOut
 from ticklock.api.schemas.executions import ExecutionOut
 from ticklock.api.schemas.overview import ActivityOut, LagOut, OverviewOut, OverviewQuery
-from ticklock.domain.jobs import FAILED_STATUSES
+from ticklock.domain.executions import FAILED_STATUSES
 from ticklock.ports import ExecutionStore, JobQuery, JobStore, LedgerStore
 
 LAG_SAMPLE = 2000

@@ -22,7 +22,7 @@ import yaml
 
 from ticklock.commands.client import ApiClient
 from ticklock.commands.jobs import pages
-from ticklock.domain.jobs import AlertRules, Policy
+from ticklock.domain.job_settings import AlertRules, Policy
 from ticklock.domain.schedules import schedule_from_dict, schedule_to_dict
 
 EXIT_PENDING = 4  # --plan: there are changes to make

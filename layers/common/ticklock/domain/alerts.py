@@ -30,7 +30,10 @@ from typing import Any, Protocol
 
 from ticklock.clock import Clock
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Condition, Execution, ExecutionStatus, Job, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Trigger
+from ticklock.domain.job_settings import Condition
+from ticklock.domain.jobs import Job
 from ticklock.errors import JobNotFound
 from ticklock.ports import ExecutionStore, JobStore, Outbox, Publisher
 

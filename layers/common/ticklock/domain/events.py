@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticklock.domain.jobs import Execution, ExecutionStatus
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.ledger import LedgerEntry
 
 STARTED = "job.execution.started"

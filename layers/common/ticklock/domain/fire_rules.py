@@ -8,8 +8,10 @@ import enum
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import LOCK_MARGIN, Fire, Trigger
 from ticklock.domain.ids import new_id, new_token
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Overlap, Trigger
+from ticklock.domain.job_settings import Overlap
 from ticklock.domain.ledger import Reason
 from ticklock.domain.overlap import following
 from ticklock.domain.schedules import CronSchedule

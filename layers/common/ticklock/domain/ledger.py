@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
 
-from ticklock.domain.jobs import Execution, Hold, HoldKind, Job, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger
+from ticklock.domain.jobs import Hold, HoldKind, Job
 from ticklock.domain.schedules import CronSchedule, OnceSchedule, Schedule
 
 MAX_COUNTED = 10_000  # slots counted in one range; past it the count stops here (`capped`), the range does not

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ticklock.domain.jobs import BUFFER_ALL_CAP, Job, Overlap
+from ticklock.domain.job_settings import BUFFER_ALL_CAP, Overlap
+from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import newest_slots
 from ticklock.domain.schedules import CronSchedule, next_fire
 

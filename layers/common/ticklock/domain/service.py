@@ -1,116 +1,36 @@
-"""Use cases on jobs, shared by every entry point (local API, API Gateway function, seeding).
+"""The use cases on jobs, shared by every entry point (the API, the API Gateway function, seeding):
+create, change, hold, resume, trigger, backfill and delete a job, and read its fires and executions.
 
-Validation that needs more than one field, or the registry, or the clock, lives here; the API's
-pydantic models check shapes and ranges. Each change is one guarded store write, so nothing
-half-written stays behind.
+Each change reads the job, applies the rules (``job_rules``, ``hold_rules``, ``backfill_rules``) and is
+one guarded store write, retried on a stale version, so nothing half-written stays behind.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from ticklock.clock import Clock
+from ticklock.domain.backfill_rules import backfill_slots, joined
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger
+from ticklock.domain.hold_rules import LAST_HOLD, after_hold, check_hold, end_hold, in_flight, resumed
 from ticklock.domain.ids import new_id
-from ticklock.domain.jobs import (
-    MAX_BACKFILL,
-    MAX_NOTE,
-    MAX_SKIP,
-    AlertRules,
-    Backfill,
-    Execution,
-    Hold,
-    HoldKind,
-    Job,
-    Policy,
-    Trigger,
-)
-from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry, hold_reason, newest_slots
-from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+from ticklock.domain.job_rules import Limits, Searched, check_jitter, check_job, first_fire, unchanged
+from ticklock.domain.job_settings import AlertRules, Policy
+from ticklock.domain.jobs import Hold, HoldKind, Job
+from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate, account, held_entry
+from ticklock.domain.schedules import OnceSchedule, Schedule
 from ticklock.errors import ConflictError, DuplicateJobName, InvalidJob, InvalidJobs, StaleVersion, TicklockError
 from ticklock.handlers.contract import Registry
 from ticklock.ports import ExecutionStore, JobStore, LedgerStore, StoreConnection
 
-MAX_RETRIES = 25
-MIN_TIMEOUT = 0.01  # seconds: below this a deadline is finer than the clock that checks it
-MAX_PAYLOAD_DEPTH = 32
-INT64_RANGE = (-(2**63), 2**63 - 1)
-
-
-def _check_payload(value: Any, where: str, depth: int) -> None:
-    """The one payload rule, what every store holds and gives back unchanged (JSON's limits and BSON's
-    together): nesting at most 32 deep; integers within 64 bits; finite floats; text that is valid
-    Unicode (no lone surrogates); keys that are not empty, do not start with ``$`` and hold no ``.`` or
-    NUL. Raises ``InvalidJob`` naming the first value at fault (``payload.a.b[2]``)."""
-    if depth > MAX_PAYLOAD_DEPTH:
-        raise InvalidJob(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep", field=where)
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, str):
-        _check_text(value, where, "text")
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidJob("is not a finite number (JSON has no NaN or Infinity)", field=where)
-        return
-    if isinstance(value, int):
-        if not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
-            raise InvalidJob("is an integer beyond 64 bits", field=where)
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidJob("has a key that is not text", field=where)
-            _check_text(key, where, "key")
-            if not key or key.startswith("$") or "." in key or "\x00" in key:
-                raise InvalidJob(
-                    "is not a usable key: keys must not be empty, start with '$', or hold '.' or NUL",
-                    field=f"{where}.{key[:100]}",
-                )
-            _check_payload(item, f"{where}.{key}", depth + 1)
-        return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check_payload(item, f"{where}[{index}]", depth + 1)
-        return
-    raise InvalidJob("is not a JSON value", field=where)
-
-
-def _check_text(text: str, where: str, what: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidJob(
-            f"has a {what} with a lone surrogate (U+{ord(text[exc.start]):04X}): not valid Unicode", field=where
-        ) from None
-
-
-def _unchanged(merged: Job, job: Job) -> bool:
-    # Payloads compare as JSON: 1, 1.0 and true are equal in Python but not to the client that sent them.
-    same_rest = merged.with_changes(updated_at=job.updated_at, payload=job.payload) == job
-    return same_rest and json.dumps(merged.payload) == json.dumps(job.payload)
-
-
 CONFLICT_RETRIES = 5
 MAX_BATCH = 1000  # jobs one create_many takes at most
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder, not one a call
 T = TypeVar("T")
-BACKFILL_OVERLAPS = ("buffer_all", "allow_all")  # a backfill's fires in turn, or side by side
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds a job must respect, from configuration."""
-
-    max_timeout: float = 86400.0
-    max_payload_bytes: int = 65536
-    max_timeout_reason: str = "TICKLOCK_MAX_TIMEOUT"
 
 
 @dataclass(frozen=True)
@@ -147,7 +67,7 @@ class JobService:
         self.limits = limits or Limits()
 
     def create(self, spec: JobSpec) -> Job:
-        return self.store.add_job(self._new_job(spec, self.clock.now(), _Searched()))
+        return self.store.add_job(self._new_job(spec, self.clock.now(), Searched()))
 
     def create_many(self, specs: Sequence[JobSpec]) -> list[Job]:
         """Create every job of ``specs``, or none. Each is validated as ``create`` validates one, and every
@@ -156,7 +76,7 @@ class JobService:
         if len(specs) > MAX_BATCH:
             raise InvalidJob(f"a batch holds at most {MAX_BATCH} jobs, got {len(specs)}", field="jobs")
         now = self.clock.now()
-        memo = _Searched()
+        memo = Searched()
         jobs: list[Job] = []
         problems: list[InvalidJob] = []
         first_at: dict[str, int] = {}
@@ -173,9 +93,17 @@ class JobService:
         self.store.add_jobs(jobs)
         return jobs
 
-    def _new_job(self, spec: JobSpec, now: datetime, memo: _Searched) -> Job:
-        self._validate(
-            spec.handler, spec.schedule, spec.payload, spec.timeout, spec.max_retries, now, new_schedule=True
+    def _new_job(self, spec: JobSpec, now: datetime, memo: Searched) -> Job:
+        check_job(
+            self.registry,
+            self.limits,
+            spec.handler,
+            spec.schedule,
+            spec.payload,
+            spec.timeout,
+            spec.max_retries,
+            now,
+            new_schedule=True,
         )
         memo.check_jitter(spec.schedule, spec.policy, now)
         return Job(
@@ -219,10 +147,12 @@ class JobService:
         job = self.store.get_job(job_id)
         now = self.clock.now()
         merged = job.with_changes(**changes, updated_at=now)
-        if _unchanged(merged, job):
+        if unchanged(merged, job):
             return job  # an empty patch, or one that gives the values the job has: no new version
         schedule_changed = "schedule" in changes and changes["schedule"] != job.schedule
-        self._validate(
+        check_job(
+            self.registry,
+            self.limits,
             merged.handler,
             merged.schedule,
             merged.payload,
@@ -232,21 +162,21 @@ class JobService:
             new_schedule=schedule_changed,
         )
         if schedule_changed or merged.policy != job.policy:
-            _check_jitter(merged.schedule, merged.policy, now)
+            check_jitter(merged.schedule, merged.policy, now)
         if schedule_changed:  # a pending backfill was of the old schedule's slots: it ends
-            merged = merged.with_changes(next_run_at=_first_fire(merged.schedule, now), backfill=None)
+            merged = merged.with_changes(next_run_at=first_fire(merged.schedule, now), backfill=None)
             if isinstance(merged.schedule, OnceSchedule) and "enabled" not in changes:
                 merged = merged.with_changes(enabled=True)
         toggled = "enabled" in changes and changes["enabled"] != job.enabled
         resuming = toggled and not job.enabled
         ended = None
         if toggled or schedule_changed:  # a hold ends with a pause, a resume or a new schedule
-            held, ended = _end_hold(job, now)
+            held, ended = end_hold(job, now)
             merged = merged.with_changes(hold=None)
             if job.active_hold is not None and not schedule_changed:
                 merged = merged.with_changes(next_run_at=held.next_run_at)
         if resuming:
-            merged = self._resumed(merged, now)
+            merged = resumed(merged, now)
         stored = self.store.update_job(merged, expected_version=job.version)
         self._write(ended)
         if resuming and not schedule_changed:
@@ -266,8 +196,8 @@ class JobService:
         pause = job.active_hold if not job.enabled else None
         if not job.enabled and (note is None or (pause is not None and pause.note == note)):
             return job
-        _check_hold(note, None)
-        held, ended = _end_hold(job, now)
+        check_hold(note, None)
+        held, ended = end_hold(job, now)
         since = pause.since if pause is not None else now
         hold = Hold(HoldKind.PAUSE, since, note, skipped_from=held.next_run_at)
         stored = self.store.update_job(
@@ -296,7 +226,7 @@ class JobService:
         """Hold a job back until ``until`` (a pause) or for ``count`` fires (a skip): its next fire moves to
         the first after the hold. A timed hold in force ends first (its slots so far are recorded); a
         paused job is resumed into the hold (its paused slots so far are recorded)."""
-        _check_hold(note, count if kind is HoldKind.SKIP else None)
+        check_hold(note, count if kind is HoldKind.SKIP else None)
         if isinstance(job.schedule, OnceSchedule):
             raise ConflictError("a one-shot job has one fire: pause it, or delete it")
         if until is not None and until <= now:
@@ -305,21 +235,21 @@ class JobService:
             raise InvalidJob(f"must be before {LAST_HOLD.isoformat()}", field="until")
         if kind is HoldKind.SKIP and not job.enabled:
             raise ConflictError("the job is not enabled (paused, or disabled): resume it, or pause it until an instant")
-        held, ended = _end_hold(job, now)
+        held, ended = end_hold(job, now)
         paused = None
         if not held.enabled:  # the pause so far ends here: its slots are recorded as the resume would
             paused = held
             try:
-                first = _first_fire(held.schedule, now)
+                first = first_fire(held.schedule, now)
             except InvalidJob as exc:
                 raise ConflictError(f"cannot hold it: {exc}") from None
             held = held.with_changes(enabled=True, next_run_at=first)
         waiting = held.next_run_at
         if waiting is None:
             raise ConflictError("the job has no next fire to hold back")
-        if _in_flight(held, waiting, now):
+        if in_flight(held, waiting, now):
             waiting = held.schedule.next_after(waiting) or waiting  # that fire is claimed: it runs
-        resumes_at = _after_hold(held.schedule, waiting, until=until, count=count)
+        resumes_at = after_hold(held.schedule, waiting, until=until, count=count)
         if resumes_at is None or resumes_at >= LAST_HOLD:
             raise ConflictError("its schedule has no fire after the hold: pause it, or delete it")
         if resumes_at <= waiting and paused is None and ended is None:
@@ -356,17 +286,17 @@ class JobService:
         job = self.store.get_job(job_id)
         now = self.clock.now()
         if job.enabled:
-            held, ended = _end_hold(job, now)
+            held, ended = end_hold(job, now)
             if ended is None and job.active_hold is None:
                 return job
             stored = self.store.update_job(held.with_changes(hold=None, updated_at=now), expected_version=job.version)
             self._write(ended)
             return stored
-        resumed = self.store.update_job(
-            self._resumed(job.with_changes(updated_at=now, hold=None), now), expected_version=job.version
+        stored = self.store.update_job(
+            resumed(job.with_changes(updated_at=now, hold=None), now), expected_version=job.version
         )
-        self._account_pause(job, resumed, now)
-        return resumed
+        self._account_pause(job, stored, now)
+        return stored
 
     def _account_pause(self, paused: Job, resumed: Job, now: datetime) -> None:
         """The slots that passed while ``paused`` was paused, as one ``missed`` / ``paused`` entry: from the
@@ -383,7 +313,7 @@ class JobService:
         after = waiting - timedelta(microseconds=1)
         if latest and latest[0].scheduled_at >= waiting:
             after = latest[0].scheduled_at
-        elif _in_flight(paused, waiting, now):
+        elif in_flight(paused, waiting, now):
             after = waiting  # it was claimed before the pause: it runs
         self._write(held_entry(paused.id, paused.schedule, Reason.PAUSED, after, resumed.next_run_at or now, now))
 
@@ -410,51 +340,13 @@ class JobService:
     ) -> tuple[Job, list[tuple[datetime, bool]]]:
         job = self.store.get_job(job_id)
         now = self.clock.now()
-        if overlap not in BACKFILL_OVERLAPS:
-            raise InvalidJob(f"must be one of {', '.join(BACKFILL_OVERLAPS)}, not {overlap!r}", field="overlap")
-        if end > now:
-            raise InvalidJob(
-                f"must not be in the future (now {now.isoformat()}): a backfill runs past fires", field="to"
-            )
-        if start > end:
-            raise InvalidJob("the window's start is after its end", field="from")
-        if isinstance(job.schedule, IntervalSchedule):
-            raise ConflictError("an interval job has no slots of its own to backfill: trigger it")
-        try:
-            slots = newest_slots(job.schedule, start - timedelta(microseconds=1), end, MAX_BACKFILL + 1)
-        except OverflowError:
-            raise InvalidJob("is too far in the past for the calendar", field="from") from None
-        if len(slots) > MAX_BACKFILL:
-            raise InvalidJob(
-                f"the window holds more than {MAX_BACKFILL} fires of the schedule: backfill a shorter one", field="from"
-            )
-        waiting = job.next_run_at if job.enabled else None
-        slots = [at for at in slots if waiting is None or at < waiting]  # the slot the job waits for runs anyway
-        if not slots:
-            raise InvalidJob("the window holds no past fire of the schedule", field="from")
+        slots = backfill_slots(job, start, end, overlap, now)
         runs = self.store.executions_between(job.id, start=slots[0], end=slots[-1], limit=MAX_EXECUTIONS)
         backfilled = {e.scheduled_at for e in runs if e.trigger is Trigger.BACKFILL}
         done = [(at, at in backfilled) for at in slots]
         if dry_run or all(ran for _, ran in done):
             return job, done
-        pending = job.backfill
-        first, last = slots[0], slots[-1]
-        if pending is not None:  # one queue per job: a window that meets the pending one extends it
-            after_pending = job.schedule.next_after(pending.until) or pending.until
-            after_window = job.schedule.next_after(last) or last
-            if first > after_pending or after_window < pending.next_at:  # neither meets nor overlaps it
-                raise ConflictError(
-                    f"a backfill is pending ({pending.next_at.isoformat()} to {pending.until.isoformat()}): "
-                    "post a window that meets it, or wait for it to end"
-                )
-            first, last = min(first, pending.next_at), max(last, pending.until)
-            if (
-                len(newest_slots(job.schedule, first - timedelta(microseconds=1), last, MAX_BACKFILL + 1))
-                > MAX_BACKFILL
-            ):
-                raise InvalidJob(f"with the pending backfill, more than {MAX_BACKFILL} fires", field="from")
-            overlap = pending.overlap if overlap == "buffer_all" else overlap
-        backfill = Backfill(next_at=first, until=last, requested_at=now, overlap=overlap)
+        backfill = joined(job, slots, overlap, now)
         stored = self.store.update_job(
             job.with_changes(backfill=backfill, updated_at=now), expected_version=job.version
         )
@@ -485,153 +377,3 @@ class JobService:
             except StaleVersion:
                 pass
         return change()
-
-    # -- rules --------------------------------------------------------------------------------------
-    def _resumed(self, job: Job, now: datetime) -> Job:
-        if isinstance(job.schedule, OnceSchedule):
-            if job.next_run_at is None:
-                raise ConflictError("this one-shot job has already run: trigger it, or give it a new schedule")
-            return job.with_changes(enabled=True, disabled_reason=None, hold=None)
-        # A resumed job starts from now: fires missed while paused are not run (the downtime policy).
-        try:
-            first = _first_fire(job.schedule, now)
-        except InvalidJob as exc:
-            raise ConflictError(f"cannot resume: {exc}") from None
-        return job.with_changes(enabled=True, disabled_reason=None, next_run_at=first, hold=None)
-
-    def _validate(
-        self,
-        handler: str,
-        schedule: Schedule,
-        payload: Mapping[str, Any],
-        timeout: float,
-        max_retries: int,
-        now: datetime,
-        *,
-        new_schedule: bool,
-    ) -> None:
-        if handler not in self.registry:
-            known = ", ".join(self.registry.names()) or "none"
-            raise InvalidJob(f"unknown handler {handler!r}; registered handlers: {known}", field="handler")
-        if not MIN_TIMEOUT <= timeout <= self.limits.max_timeout:
-            raise InvalidJob(
-                f"timeout must be at least {MIN_TIMEOUT:g} and at most {self.limits.max_timeout:g} seconds "
-                f"({self.limits.max_timeout_reason}), got {timeout:g}",
-                field="timeout",
-            )
-        if not 0 <= max_retries <= MAX_RETRIES:
-            raise InvalidJob(f"max_retries must be between 0 and {MAX_RETRIES}", field="max_retries")
-        _check_payload(payload, "payload", 0)
-        size = len(_COMPACT.encode(payload).encode())  # as UTF-8
-        if size > self.limits.max_payload_bytes:
-            raise InvalidJob(f"is {size} bytes as JSON; the limit is {self.limits.max_payload_bytes}", field="payload")
-        if new_schedule and isinstance(schedule, OnceSchedule) and schedule.at <= now:
-            raise InvalidJob(
-                f"once.at {schedule.at.isoformat()} is in the past (now {now.isoformat()})", field="schedule.at"
-            )
-
-
-JITTER_SPACING_FIRES = 100  # the fires whose spacing bounds a job's jitter
-
-
-def _check_jitter(schedule: Schedule, policy: Policy, now: datetime) -> None:
-    """A fire's jitter must leave it before the next slot: ``max_jitter`` below the schedule's shortest gap
-    between two fires (an interval's length; for cron, over its next JITTER_SPACING_FIRES fires)."""
-    if not policy.max_jitter:
-        return
-    if isinstance(schedule, IntervalSchedule):
-        gap: float = schedule.seconds
-    elif isinstance(schedule, CronSchedule):
-        fires = [f.at for f in schedule.upcoming(now, JITTER_SPACING_FIRES)]
-        gap = min(((b - a).total_seconds() for a, b in itertools.pairwise(fires)), default=math.inf)
-    else:
-        return  # one fire: any offset keeps it apart from the next
-    if policy.max_jitter >= gap:
-        raise InvalidJob(
-            f"must be less than the shortest gap between the schedule's fires ({gap:g} s), got {policy.max_jitter:g}",
-            field="policy.max_jitter",
-        )
-
-
-LAST_HOLD = datetime(9999, 12, 30, tzinfo=UTC)  # a pause ends before this (schedules end there)
-
-
-def _in_flight(job: Job, slot: datetime, now: datetime) -> bool:
-    """Whether the scheduled fire at ``slot`` is claimed right now: it will run, whatever a hold says."""
-    if job.lease is None or job.lease.until <= now:
-        return False
-    return job.trigger_at is None or job.trigger_at > (job.jittered(slot) or slot)  # the claim is not a trigger's
-
-
-def _check_hold(note: str | None, count: int | None) -> None:
-    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
-        raise InvalidJob(f"must be text of at most {MAX_NOTE} characters", field="note")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SKIP):
-        raise InvalidJob(f"must be a whole number from 1 to {MAX_SKIP}", field="count")
-
-
-def _after_hold(schedule: Schedule, waiting: datetime, *, until: datetime | None, count: int) -> datetime | None:
-    """The fire a hold resumes at: the first at or after ``until``, or the one after ``count`` fires from
-    ``waiting`` (the fire the job waits for, the first held back)."""
-    if until is not None:
-        if isinstance(schedule, IntervalSchedule):
-            return max(until, waiting)
-        return schedule.next_after(max(until, waiting) - timedelta(microseconds=1))
-    at: datetime | None = waiting
-    try:
-        for _ in range(count):
-            if at is None:
-                return None
-            at = schedule.next_after(at)
-    except OverflowError:  # an interval's fires past the year 9999
-        return None
-    return at
-
-
-def _end_hold(job: Job, now: datetime) -> tuple[Job, LedgerEntry | None]:
-    """End ``job``'s timed hold now, if one is in force: the job as it goes on (its next fire the first
-    after now, no hold) and the entry for the hold's slots that came by (None if none did)."""
-    hold = job.active_hold
-    if hold is None or hold.resumes_at is None or hold.skipped_from is None:
-        return job, None
-    ended = job.with_changes(hold=None)
-    if hold.resumes_at > now:
-        ended = ended.with_changes(next_run_at=_first_fire(job.schedule, now))
-    until = min(hold.resumes_at, now + timedelta(microseconds=1))
-    after = hold.skipped_from - timedelta(microseconds=1)
-    return ended, held_entry(job.id, job.schedule, hold_reason(hold), after, until, now)
-
-
-@dataclass
-class _Searched:
-    """What the new jobs of one create (one job, or a batch) have searched their schedules for: each
-    schedule's first fire, and the (schedule, policy) pairs whose jitter was found to fit (a cron's next
-    100 fires each). Many jobs of a batch share a schedule; each search is made once."""
-
-    firsts: dict[Schedule, datetime | None] = field(default_factory=dict)
-    jitter_ok: set[tuple[Schedule, Policy]] = field(default_factory=set)
-
-    def first_fire(self, schedule: Schedule, now: datetime) -> datetime | None:
-        if schedule not in self.firsts:
-            self.firsts[schedule] = _first_fire(schedule, now)
-        return self.firsts[schedule]
-
-    def check_jitter(self, schedule: Schedule, policy: Policy, now: datetime) -> None:
-        if (schedule, policy) not in self.jitter_ok:
-            _check_jitter(schedule, policy, now)
-            self.jitter_ok.add((schedule, policy))
-
-
-def _first_fire(schedule: Schedule, now: datetime) -> datetime | None:
-    """A new, changed or resumed schedule's first fire; a cron schedule without one is refused."""
-    first = schedule.first_after(now)
-    if first is None and isinstance(schedule, CronSchedule):
-        if schedule.gap == "skip":
-            message = (
-                f"cron {schedule.expr!r} never fires in {schedule.timezone} with gap=skip: its next matches all "
-                "fall in spring-forward gaps (use gap=jump to run them as the clocks jump)"
-            )
-        else:
-            message = f"cron {schedule.expr!r} has no fire left before the year 10000"
-        raise InvalidJob(message, field="schedule.expr")
-    return first

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import islice, takewhile
 
-from ticklock.domain.jobs import Fire, HoldKind, Job, Trigger
+from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.jobs import HoldKind, Job
 from ticklock.domain.overlap import following
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, upcoming
 from ticklock.domain.schedules import Fire as Slot

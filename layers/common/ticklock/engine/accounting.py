@@ -10,7 +10,8 @@ import logging
 from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
-from ticklock.domain.jobs import Execution, Fire, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire, Trigger
 from ticklock.domain.ledger import LedgerEntry, Reason, held_entry, hold_reason, slots_between
 from ticklock.domain.schedules import CronSchedule
 from ticklock.engine.reporting import Reporter

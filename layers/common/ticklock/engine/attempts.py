@@ -13,8 +13,9 @@ from typing import Any
 
 from ticklock.clock import Clock
 from ticklock.domain import fire_rules as rules
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import RunOutcome
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire
+from ticklock.domain.fires import LOCK_MARGIN, Fire
 from ticklock.engine.invoke import AttemptKind, AttemptResult, Invoker
 from ticklock.engine.retry import run_with_retries
 from ticklock.handlers.contract import FireLogger, Handler, HandlerContext

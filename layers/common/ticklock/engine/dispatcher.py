@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from ticklock.clock import Clock
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.engine.heartbeat import Heartbeat
 from ticklock.errors import QueueUnavailable, StoreUnavailable
 from ticklock.ports import FireQueue, Metrics, Store

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import TypeVar
 
 from ticklock.clock import Clock
-from ticklock.domain.jobs import Execution, Fire
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Store
 

@@ -31,8 +31,9 @@ from typing import Any
 from ticklock.clock import Clock
 from ticklock.domain import fire_rules as rules
 from ticklock.domain.alerts import Alerts
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import RunOutcome, SkipReason
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire
+from ticklock.domain.fires import Fire
 from ticklock.domain.ledger import LedgerEntry
 from ticklock.engine.accounting import Accounting
 from ticklock.engine.attempts import run_attempts

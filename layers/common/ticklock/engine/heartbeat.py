@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.errors import LockUnavailable, TicklockError
 from ticklock.ports import FireStore, Locker
 

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.errors import QueueUnavailable
 
 log = logging.getLogger("ticklock.pool")

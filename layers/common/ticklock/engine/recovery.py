@@ -10,9 +10,11 @@ import socket
 from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
+from ticklock.domain.executions import Execution, ExecutionStatus
 from ticklock.domain.fire_rules import cause
+from ticklock.domain.fires import LOCK_MARGIN, Fire
 from ticklock.domain.ids import new_id, new_token
-from ticklock.domain.jobs import LOCK_MARGIN, Execution, ExecutionStatus, Fire, Job
+from ticklock.domain.jobs import Job
 from ticklock.engine.reporting import Reporter
 from ticklock.errors import JobNotFound
 from ticklock.ports import FireStore, Store

@@ -15,7 +15,9 @@ from typing import Any
 from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts
 from ticklock.domain.events import ExecutionEvent
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Fire
+from ticklock.domain.jobs import Job
 from ticklock.domain.ledger import LedgerEntry
 from ticklock.ports import Metrics, Publisher
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ticklock.clock import Clock
+from ticklock.domain.executions import ExecutionStatus
 from ticklock.domain.fire_rules import RunOutcome
-from ticklock.domain.jobs import ExecutionStatus
 from ticklock.engine.invoke import AttemptKind, AttemptResult
 
 BACKOFF_START = 1.0

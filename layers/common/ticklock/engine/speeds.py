@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ticklock.domain.fire_rules import may_share
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 
 QUICK_RUNS, QUICK_SECONDS = 20, 0.002  # quick: a moving average of so many runs under so long
 

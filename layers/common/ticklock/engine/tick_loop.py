@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ticklock.clock import Clock
-from ticklock.domain.jobs import LOCK_MARGIN
+from ticklock.domain.fires import LOCK_MARGIN
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.errors import LockUnavailable
 from ticklock.ports import Locker

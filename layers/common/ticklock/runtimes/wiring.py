@@ -11,7 +11,8 @@ from ticklock.adapters.metrics.prometheus import PrometheusMetrics
 from ticklock.adapters.webhook import webhook_from
 from ticklock.clock import Clock
 from ticklock.domain.alerts import Alerts, Destinations
-from ticklock.domain.service import JobService, Limits
+from ticklock.domain.job_rules import Limits
+from ticklock.domain.service import JobService
 from ticklock.engine.dispatcher import Dispatcher
 from ticklock.engine.fire_path import TaskRunner
 from ticklock.engine.heartbeat import Heartbeat

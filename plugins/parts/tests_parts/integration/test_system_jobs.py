@@ -17,7 +17,7 @@ from tests.support.lambda_sqs import LambdaContext
 from tests_parts.support.vendor import VendorServer, vendor_server
 from ticklock.adapters.queue.sqs import encode_fire
 from ticklock.clock import SystemClock
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.domain.schedules import IntervalSchedule
 from ticklock.domain.service import JobService
 from ticklock.errors import ConfigError

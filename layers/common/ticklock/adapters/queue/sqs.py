@@ -17,7 +17,7 @@ import boto3
 from botocore.config import Config
 
 from ticklock.adapters.records import ISO, fire_from_record, fire_record
-from ticklock.domain.jobs import Fire
+from ticklock.domain.fires import Fire
 from ticklock.errors import QueueUnavailable
 
 BATCH = 10  # SendMessageBatch takes at most ten entries

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, StrictStr
 
 from ticklock.api.schemas.fields import STRICT, WholeNumber
-from ticklock.domain.jobs import MAX_ALERT_SECONDS, MAX_FAILURES_IN_A_ROW, AlertRules, Job
+from ticklock.domain.job_settings import MAX_ALERT_SECONDS, MAX_FAILURES_IN_A_ROW, AlertRules
+from ticklock.domain.jobs import Job
 
 
 class AlertsIn(BaseModel):

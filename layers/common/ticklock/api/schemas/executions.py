@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from ticklock.api.schemas.fields import STRICT
-from ticklock.domain.jobs import Execution
+from ticklock.domain.executions import Execution
 
 
 class ExecutionOut(BaseModel):

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticklock.api.schemas.fields import STRICT, Instant, parse_instant
-from ticklock.domain.jobs import Execution
+from ticklock.domain.executions import Execution
 from ticklock.domain.ledger import LedgerEntry, Reason, SlotFate
 from ticklock.errors import InvalidJob
 

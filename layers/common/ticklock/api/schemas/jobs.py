@@ -11,9 +11,12 @@ from ticklock.api.schemas.alerts import AlertOut, AlertsIn
 from ticklock.api.schemas.fields import STRICT, Name, Payload, WholeNumber
 from ticklock.api.schemas.holds import HoldOut
 from ticklock.api.schemas.schedules import ScheduleIn
-from ticklock.domain.jobs import BUFFER_ALL_CAP, MAX_CATCHUP_WINDOW, MAX_JITTER, Job, Overlap, Policy, RunSummary
+from ticklock.domain.executions import RunSummary
+from ticklock.domain.job_rules import MIN_TIMEOUT
+from ticklock.domain.job_settings import BUFFER_ALL_CAP, MAX_CATCHUP_WINDOW, MAX_JITTER, Overlap, Policy
+from ticklock.domain.jobs import Job
 from ticklock.domain.schedules import schedule_to_dict
-from ticklock.domain.service import MAX_BATCH, MIN_TIMEOUT, JobSpec
+from ticklock.domain.service import MAX_BATCH, JobSpec
 from ticklock.domain.states import JobCondition, JobState, job_conditions, job_state
 from ticklock.domain.words import describe
 

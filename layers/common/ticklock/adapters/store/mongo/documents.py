@@ -18,7 +18,9 @@ from ticklock.adapters.records import (
 )
 from ticklock.adapters.store.mongo.client import Doc
 from ticklock.clock import to_ms
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Fire, Trigger
+from ticklock.domain.jobs import Job
 
 LIVE = [ExecutionStatus.RUNNING.value, ExecutionStatus.INTERRUPTED.value]  # executions not finished
 

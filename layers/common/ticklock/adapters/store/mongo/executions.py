@@ -14,7 +14,8 @@ from ticklock.adapters.store.mongo.documents import (
     execution_from_doc,
     ms,
 )
-from ticklock.domain.jobs import Execution, Trigger, fire_key
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger, fire_key
 from ticklock.errors import JobNotFound
 from ticklock.ports import ExecutionStore
 

@@ -28,7 +28,9 @@ from ticklock.adapters.store.mongo.documents import (
     summary_update,
 )
 from ticklock.adapters.store.mongo.group_commit import GroupCommit, PendingAdvance
-from ticklock.domain.jobs import Execution, Fire, Job, Lease
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire, Lease
+from ticklock.domain.jobs import Job
 from ticklock.errors import StoreUnavailable
 from ticklock.ports import Completion, FireStore, Started
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ticklock.domain.jobs import Execution, Fire
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Fire
 
 
 @dataclass

@@ -21,7 +21,8 @@ from ticklock.adapters.store.mongo.documents import (
     ms_or_none,
     setting,
 )
-from ticklock.domain.jobs import FAILED_STATUSES, Job, repeated_name
+from ticklock.domain.executions import FAILED_STATUSES
+from ticklock.domain.jobs import Job, repeated_name
 from ticklock.domain.states import JOB_FILTERS
 from ticklock.errors import DuplicateJobName, JobNotFound, StaleVersion, StoreUnavailable
 from ticklock.ports import JOB_TIME_SORTS, JobQuery, JobStore

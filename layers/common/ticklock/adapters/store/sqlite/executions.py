@@ -11,7 +11,8 @@ from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.fires import BY_FIRE
 from ticklock.adapters.store.sqlite.rows import execution_from_row, from_us, us
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS
-from ticklock.domain.jobs import Execution, Trigger
+from ticklock.domain.executions import Execution
+from ticklock.domain.fires import Trigger
 from ticklock.errors import JobNotFound
 from ticklock.ports import ExecutionStore
 

@@ -12,7 +12,9 @@ from typing import Any
 from ticklock.adapters.store.sqlite.connection import Connection
 from ticklock.adapters.store.sqlite.rows import execution_from_row, execution_row, from_us, job_from_row, us, utc_now
 from ticklock.adapters.store.sqlite.schema import EXEC_COLUMNS, EXEC_SLOTS, JOB_COLUMNS
-from ticklock.domain.jobs import Execution, ExecutionStatus, Fire, Job, Lease, Trigger
+from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fires import Fire, Lease, Trigger
+from ticklock.domain.jobs import Job
 from ticklock.ports import Completion, FireStore, Started
 
 # A fire's statements, named so that bench/fire_path.py runs the very same text as its SQL floor.

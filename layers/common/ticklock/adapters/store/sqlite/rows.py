@@ -21,18 +21,10 @@ from ticklock.adapters.records import (
     open_alerts_text,
 )
 from ticklock.adapters.store.sqlite.schema import JOB_COLUMNS
-from ticklock.domain.jobs import (
-    AlertRules,
-    Backfill,
-    Execution,
-    ExecutionStatus,
-    Hold,
-    Job,
-    Lease,
-    Policy,
-    RunSummary,
-    Trigger,
-)
+from ticklock.domain.executions import Execution, ExecutionStatus, RunSummary
+from ticklock.domain.fires import Lease, Trigger
+from ticklock.domain.job_settings import AlertRules, Policy
+from ticklock.domain.jobs import Backfill, Hold, Job
 from ticklock.domain.schedules import Schedule, schedule_from_dict, schedule_to_dict
 
 

@@ -6,7 +6,10 @@ The jobs run every second (``* * * * * *``, so the ledger has a slot to account 
 handler (tests/support/crash_handler.py) marks each run's start and end in files of its own. Each kill
 comes at a random moment (seeded: CRASH_SEED) once every job has run again since the last one; the test
 reads the file's executions still running at each kill (its writer dead, exactly what had been
-committed), then starts the next process. Settings are the defaults but for these: a port of its own for
+committed), then starts the next process. A run "cut off before its final write" is one whose execution
+was still running at the kill: mostly a start mark without an end, but also a run killed between its
+handler's return (its end mark) and the final write, which the marks alone cannot tell from a run recorded
+and then run again. Settings are the defaults but for these: a port of its own for
 each process, the test's handler module, and TICKLOCK_FIRE_LOG=each (a log line per fire, so that a fire
 the test finds wrong can be followed in the log).
 """

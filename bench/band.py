@@ -82,8 +82,8 @@ def run(python: str, tree: Path, key: str, quick: bool) -> Cells:
 def best(runs: list[Cells]) -> Cells:
     """The round with the least CPU per fire, its lost fires and duplicates the most of any round."""
     chosen = min(runs, key=lambda c: c.cpu_us if c.cpu_us is not None else float("inf"))
-    return Cells(max((c.rate or 0.0) for c in runs), chosen.cpu_us, chosen.p99, chosen.worst, max((c.lost or 0) for c in runs),
-                 max((c.duplicates or 0) for c in runs))  # fmt: skip
+    lost, duplicates = max((c.lost or 0) for c in runs), max((c.duplicates or 0) for c in runs)
+    return Cells(max((c.rate or 0.0) for c in runs), chosen.cpu_us, chosen.p99, chosen.worst, lost, duplicates)
 
 
 def fmt(value: float | None, scale: float, unit: str) -> str:
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     held = True
     for key in keys:
-        olds, news = [], []
+        olds: list[Cells] = []
+        news: list[Cells] = []
         for k in range(args.rounds):
             order = [("old", old_python, before), ("new", sys.executable, after)]
             for side, python, tree in order if k % 2 == 0 else reversed(order):
@@ -124,11 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         if key in LAST_START:
             ok = ok and new.worst is not None and new.worst <= LAST_START[key]
         held = held and ok
+        rates = f" (fires/s {old.rate:,.0f} → {new.rate:,.0f})" if key in KEEP_RATE else ""
         lines.append(
             f"| ({key}) | {fmt(old.cpu_us, 1, 'µs')} | {fmt(new.cpu_us, 1, 'µs')} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}×'} | {fmt(old.p99, 1000, 'ms')} / {fmt(old.worst, 1000, 'ms')} | "
+            f"{'-' if ratio is None else f'{ratio:.2f} x'} | {fmt(old.p99, 1000, 'ms')} / {fmt(old.worst, 1000, 'ms')} | "
             f"{fmt(new.p99, 1000, 'ms')} / {fmt(new.worst, 1000, 'ms')} | {new.lost} / {new.duplicates} | "
-            f"{'held' if ok else 'NOT held'}{f' (fires/s {old.rate:,.0f} → {new.rate:,.0f})' if key in KEEP_RATE else ''} |"
+            f"{'held' if ok else 'NOT held'}{rates} |"
         )
     print(f"### The performance band ({args.rounds} round(s) a row, the best CPU per fire of each side)\n")
     print("\n".join(lines))

@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         rates = f" (fires/s {old.rate:,.0f} → {new.rate:,.0f})" if key in KEEP_RATE else ""
         lines.append(
             f"| ({key}) | {fmt(old.cpu_us, 1, 'µs')} | {fmt(new.cpu_us, 1, 'µs')} | "
-            f"{'-' if ratio is None else f'{ratio:.2f} x'} | {fmt(old.p99, 1000, 'ms')} / {fmt(old.worst, 1000, 'ms')} | "
+            f"{'-' if ratio is None else f'{ratio:.2f} x'} | "
+            f"{fmt(old.p99, 1000, 'ms')} / {fmt(old.worst, 1000, 'ms')} | "
             f"{fmt(new.p99, 1000, 'ms')} / {fmt(new.worst, 1000, 'ms')} | {new.lost} / {new.duplicates} | "
             f"{'held' if ok else 'NOT held'}{rates} |"
         )

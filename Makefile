@@ -78,10 +78,24 @@ $(BEFORE_DIR)/.installed:
 	cd '$(BEFORE_DIR)' && .venv/bin/$(PIP) .
 	touch '$@'
 
+# ticklock as it was when issue 47 began (the fire path before it was rewritten), likewise: make bench runs
+# it beside today's on the rows of the performance band (bench/band.py)
+BEFORE47      := b0a426de6d9f1df92dd6d2df20fc54421fc6a325
+BEFORE47_NAME := b0a426d
+BEFORE47_DIR  := $(HOME)/.cache/ticklock/ticklock-$(BEFORE47_NAME)
+$(BEFORE47_DIR)/.installed:
+	@git cat-file -e '$(BEFORE47)^{commit}' 2>/dev/null || { echo "make bench: commit $(BEFORE47) is not in this clone's history (a shallow clone? git fetch --unshallow)" >&2; exit 1; }
+	rm -rf '$(BEFORE47_DIR)' && mkdir -p '$(BEFORE47_DIR)'
+	git archive --output='$(BEFORE47_DIR)/source.tar' $(BEFORE47) && tar -xf '$(BEFORE47_DIR)/source.tar' -C '$(BEFORE47_DIR)'
+	$(PYTHON) -m venv '$(BEFORE47_DIR)/.venv'
+	cd '$(BEFORE47_DIR)' && .venv/bin/$(PIP) '.[dev]'
+	touch '$@'
+
 # issue 15's table: the fire workloads beside APScheduler, the REST API's creates, and the tick loop into SQS;
 # (a), (b), (g) and the creates again with the engine's threads wherever the OS runs them (TICKLOCK_CPUS=any,
 # the default before the engine kept to one CPU)
-bench: $(BSTAMP) $(BEFORE_DIR)/.installed services
+bench: $(BSTAMP) $(BEFORE_DIR)/.installed $(BEFORE47_DIR)/.installed services
+	$(BIN)/python bench/band.py --before '$(BEFORE47_DIR)' --label "$(BEFORE47_NAME), issue 47's start" --rounds 2 --only a,b,c,e,f,g,n
 	$(BIN)/python bench/fires.py --with-apscheduler
 	$(BIN)/python bench/fires.py --only m,n --command '$(BEFORE_DIR)/.venv/bin/ticklock' --label "$(BEFORE_NAME), before issue 15"
 	$(BIN)/python bench/api.py --clients 1,16,64

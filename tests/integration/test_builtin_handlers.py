@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integration.conftest import Harness
+from tests.support.pools import one_at_a_time
 from ticklock.domain.executions import ExecutionStatus
 from ticklock.engine.pool import WorkerPool
 
@@ -92,7 +93,7 @@ def test_a_runaway_sync_handler_does_not_wedge_a_one_worker_pool(real: Harness) 
     runaway = real.add("test.sleep", payload={"seconds": 5}, timeout=0.3)
     polite = real.add("noop")
     runner = real.runner()
-    pool = WorkerPool(runner.run, workers=1, queue_size=2)
+    pool = WorkerPool(one_at_a_time(runner.run), workers=1, queue_size=2)
     for fire in real.claim(at_least=2):
         pool.submit(fire)
     deadline = time.monotonic() + 10

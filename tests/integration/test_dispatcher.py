@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.factories import make_job
+from tests.support.pools import one_at_a_time
 from tests.support.recorders import RecordingMetrics
 from tests.support.waiting import wait_until
 from ticklock.adapters.store.sqlite import SQLiteStore
@@ -49,7 +50,7 @@ def test_full_batches_are_claimed_again_until_nothing_is_due(sqlite: SQLiteStore
     clock = FakeClock()
     sqlite.add_jobs([make_job(next_run_at=clock.now() - timedelta(milliseconds=i)) for i in range(250)])
     collected = Collector()
-    pool = WorkerPool(collected, workers=4, queue_size=8)
+    pool = WorkerPool(one_at_a_time(collected), workers=4, queue_size=8)
     dispatcher = make_dispatcher(sqlite, pool, clock, batch_size=100)
     rounds = []
     while True:
@@ -68,7 +69,7 @@ def test_fires_are_claimed_ahead_and_released_at_their_time(sqlite: SQLiteStore)
     sqlite.add_job(make_job(next_run_at=clock.now() + timedelta(milliseconds=600)))
     sqlite.add_job(make_job(next_run_at=clock.now() + timedelta(milliseconds=1600)))
     collected = Collector()
-    pool = WorkerPool(collected, workers=1)
+    pool = WorkerPool(one_at_a_time(collected), workers=1)
     dispatcher = make_dispatcher(sqlite, pool, clock, lookahead=1.0)
     assert dispatcher.claim(clock.now()) == (1, False)
     assert dispatcher.release_due(clock.now()) == 0
@@ -82,7 +83,7 @@ def test_fires_are_claimed_ahead_and_released_at_their_time(sqlite: SQLiteStore)
 def test_pending_fires_are_bounded(sqlite: SQLiteStore) -> None:
     clock = FakeClock()
     sqlite.add_jobs([make_job(next_run_at=clock.now() + timedelta(milliseconds=500)) for _ in range(50)])
-    pool = WorkerPool(Collector(), workers=1)
+    pool = WorkerPool(one_at_a_time(Collector()), workers=1)
     dispatcher = make_dispatcher(sqlite, pool, clock, batch_size=10, max_pending=25)
     total = 0
     for _ in range(5):
@@ -102,7 +103,7 @@ def test_a_full_pool_blocks_the_dispatcher_instead_of_growing(sqlite: SQLiteStor
         running.release()
         gate.wait(10)
 
-    pool = WorkerPool(blocked, workers=2, queue_size=3)
+    pool = WorkerPool(one_at_a_time(blocked), workers=2, queue_size=3)
     dispatcher = make_dispatcher(sqlite, pool, clock)
     dispatcher.claim(clock.now())
     releaser = threading.Thread(target=dispatcher.release_due, args=(clock.now(),))
@@ -128,7 +129,7 @@ def test_a_hand_over_refused_by_a_stopping_pool_is_given_back_and_not_counted(sq
         running.set()
         gate.wait(10)
 
-    pool = WorkerPool(blocked, workers=1, queue_size=1)
+    pool = WorkerPool(one_at_a_time(blocked), workers=1, queue_size=1)
     dispatcher = make_dispatcher(sqlite, pool, clock)
     assert dispatcher.claim(clock.now())[0] == 3
     stop, released = threading.Event(), []
@@ -152,7 +153,7 @@ def test_a_store_outage_is_logged_and_the_tick_retried(tmp_path: Path) -> None:
     clock = FakeClock()
     store.add_job(make_job(next_run_at=clock.now()))
     metrics = RecordingMetrics()
-    pool = WorkerPool(Collector(), workers=1)
+    pool = WorkerPool(one_at_a_time(Collector()), workers=1)
     dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=metrics, owner="d")
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
@@ -171,7 +172,7 @@ def test_the_loop_keeps_ticking_through_an_outage(tmp_path: Path) -> None:
     clock = FakeClock()
     store.add_job(make_job(next_run_at=clock.now() + timedelta(seconds=3)))
     collected = Collector()
-    pool = WorkerPool(collected, workers=1)
+    pool = WorkerPool(one_at_a_time(collected), workers=1)
     metrics = RecordingMetrics()
     dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=metrics, owner="d", lookahead=0)
     blocker = sqlite3.connect(path, isolation_level=None)
@@ -205,7 +206,7 @@ def test_the_loop_drains_full_batches_within_one_tick(tmp_path: Path) -> None:
     clock = FakeClock()
     store.add_jobs([make_job(next_run_at=clock.now() - timedelta(milliseconds=i)) for i in range(250)])
     collected = Collector()
-    pool = WorkerPool(collected, workers=4)
+    pool = WorkerPool(one_at_a_time(collected), workers=4)
     dispatcher = Dispatcher(store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=100)
     stop = threading.Event()
     loop = threading.Thread(target=dispatcher.run, args=(stop,))
@@ -241,7 +242,7 @@ def test_a_claim_cut_short_by_max_pending_claims_again_once_there_is_room(
     start = clock.now()
     store.add_jobs([make_job(next_run_at=start + timedelta(milliseconds=5 * (i + 1))) for i in range(60)])
     collected = Collector()
-    pool = WorkerPool(collected, workers=2)
+    pool = WorkerPool(one_at_a_time(collected), workers=2)
     dispatcher = Dispatcher(
         store=store,
         queue=pool,
@@ -282,7 +283,7 @@ def test_a_store_down_while_claims_are_cut_short_is_tried_once_a_second(tmp_path
     clock = FakeClock(datetime(2026, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC))
     start = clock.now()
     store.add_jobs([make_job(next_run_at=start + timedelta(milliseconds=5 * (i + 1))) for i in range(20)])
-    pool = WorkerPool(Collector(), workers=2)
+    pool = WorkerPool(one_at_a_time(Collector()), workers=2)
     dispatcher = Dispatcher(
         store=store, queue=pool, clock=clock, metrics=RecordingMetrics(), owner="d", batch_size=10, max_pending=5
     )

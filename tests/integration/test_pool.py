@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.support.factories import make_job, manual_fire
+from tests.support.pools import one_at_a_time
 from tests.support.waiting import wait_until
 from ticklock.domain.fires import Fire
 from ticklock.engine.pool import WorkerPool
@@ -34,7 +35,7 @@ def test_every_fire_runs_once_on_many_workers() -> None:
         with mutex:
             seen.append(given.job.id)
 
-    pool = WorkerPool(run, workers=8, queue_size=4)
+    pool = WorkerPool(one_at_a_time(run), workers=8, queue_size=4)
     handed = fires(300)
     for each in handed:
         pool.submit(each)
@@ -51,7 +52,7 @@ def test_the_pool_holds_at_most_its_workers_and_its_queue_then_submit_waits() ->
         running.release()
         release.wait(10)
 
-    pool = WorkerPool(run, workers=2, queue_size=3)
+    pool = WorkerPool(one_at_a_time(run), workers=2, queue_size=3)
     for each in fires(2):
         pool.submit(each)
     assert running.acquire(timeout=5) and running.acquire(timeout=5)
@@ -76,7 +77,7 @@ def test_a_run_that_raises_is_logged_and_its_worker_goes_on(caplog: pytest.LogCa
             raise RuntimeError("boom")
         ran.append(given.job.name)
 
-    pool = WorkerPool(run, workers=1)
+    pool = WorkerPool(one_at_a_time(run), workers=1)
     pool.submit(fire("raises"))
     pool.submit(fire("after"))
     assert wait_until(lambda: ran == ["after"])
@@ -95,7 +96,7 @@ def test_slow_fires_are_spread_over_the_workers() -> None:
         except threading.BrokenBarrierError as exc:
             broken.append(exc)
 
-    pool = WorkerPool(run, workers=8, queue_size=16)
+    pool = WorkerPool(one_at_a_time(run), workers=8, queue_size=16)
     for each in fires(8):
         pool.submit(each)
     assert pool.stop(15)
@@ -113,7 +114,7 @@ def test_a_fire_behind_a_slow_one_is_not_held_up_by_it() -> None:
         else:
             ran.set()
 
-    pool = WorkerPool(run, workers=2)
+    pool = WorkerPool(one_at_a_time(run), workers=2)
     try:
         pool.submit(fire("slow"))
         pool.submit(fire("quick"))
@@ -136,7 +137,7 @@ def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
             release.wait(30)
         ran.append(threading.current_thread().name)
 
-    pool = WorkerPool(run, workers=1)
+    pool = WorkerPool(one_at_a_time(run), workers=1)
     try:
         pool.submit(fire("hangs"))
         assert entered.wait(5)
@@ -156,7 +157,7 @@ def test_a_stuck_worker_is_replaced_and_not_waited_for() -> None:
 
 
 def test_reporting_a_thread_that_is_not_a_worker_changes_nothing() -> None:
-    pool = WorkerPool(lambda given: None, workers=2)
+    pool = WorkerPool(one_at_a_time(lambda given: None), workers=2)
     pool.stuck(threading.current_thread())
     assert pool.busy() == 0
     done = threading.Event()
@@ -174,7 +175,7 @@ def test_unstarted_fires_are_drained_at_shutdown() -> None:
         entered.set()
         release.wait(10)
 
-    pool = WorkerPool(run, workers=1, queue_size=10)
+    pool = WorkerPool(one_at_a_time(run), workers=1, queue_size=10)
     batch = fires(5)
     for each in batch:
         pool.submit(each)
@@ -195,7 +196,7 @@ def test_a_pool_that_stops_taking_fires_hands_back_each_it_refuses_even_one_wait
         entered.set()
         release.wait(10)
 
-    pool = WorkerPool(run, workers=1, queue_size=1)
+    pool = WorkerPool(one_at_a_time(run), workers=1, queue_size=1)
     first, queued, blocked, late = fires(4)
     pool.submit(first)
     assert entered.wait(5)

@@ -530,3 +530,28 @@ def test_an_inline_call_after_interrupt_all_does_not_start(ctx_factory: CtxFacto
         assert result.kind is AttemptKind.INTERRUPTED and ran == []
     finally:
         invoker.close()
+
+
+def test_an_inline_call_interrupted_as_it_starts_is_finished_once(ctx_factory: CtxFactory) -> None:
+    """``interrupt_all`` between the call's entry in flight and its start: either its take-over finishes the
+    fire and the call says so, or the call returns interrupted and no take-over runs; never both."""
+    invoker = Invoker(inline=True)
+    start = invoker._call_inline
+
+    def interrupted_first(*args: Any) -> AttemptResult:
+        invoker.interrupt_all()  # the shutdown comes in just as the call starts
+        return start(*args)
+
+    invoker._call_inline = interrupted_first  # type: ignore[method-assign,assignment]
+    take_over, ran = TakeOvers(), []
+    try:
+        result = invoker.call(handler("late", lambda ctx: ran.append(True)), ctx_factory(), 5, take_over=take_over)
+        assert ran == []
+        assert result.kind is AttemptKind.INTERRUPTED
+        if result.taken_over:
+            assert take_over.called.wait(5) and len(take_over.results) == 1
+        else:
+            time.sleep(0.2)  # a take-over, if one were wrongly started, has had time to run
+            assert take_over.results == []
+    finally:
+        invoker.close()

@@ -64,18 +64,14 @@ class PoolSubject:
         self.queue: FireQueue = self.pool
 
     def _pool(self) -> WorkerPool:
-        def run(fire: Fire) -> None:
-            run_all([fire])
-
         def run_all(fires: list[Fire]) -> None:
             with self._mutex:
                 self._seen += fires
             self._gate.wait(WAIT)
 
         if self._together:
-            return WorkerPool(run, workers=self.workers, queue_size=ROOM, run_together=run_all,
-                              together=lambda fire: True)  # fmt: skip
-        return WorkerPool(run, workers=self.workers, queue_size=ROOM)
+            return WorkerPool(run_all, workers=self.workers, queue_size=ROOM, together=lambda fire: True)
+        return WorkerPool(run_all, workers=self.workers, queue_size=ROOM)
 
     def _count(self) -> int:
         with self._mutex:

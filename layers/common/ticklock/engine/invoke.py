@@ -256,43 +256,60 @@ class Invoker:
     # -- inline ---------------------------------------------------------------------------------------
     def _call_inline(self, handler: Handler, ctx: HandlerContext, call: _Call) -> AttemptResult:
         with self._lock:
-            if self._interrupted:  # the service is being cut off: no handler starts now
+            given_up = call.abandoned  # by ``interrupt_all``, as the call entered: its take-over finishes the fire
+            if self._interrupted and not given_up:  # the service is being cut off: no handler starts now
+                call.finished = True  # and ``interrupt_all``, if it comes now, takes nothing over
                 return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown")
-            if self._watchdog is None:
-                self._watchdog = threading.Thread(target=self._watch, name="ticklock-watchdog", daemon=True)
-                self._watchdog.start()
-            at = time.monotonic() + call.timeout
-            if not self._watched or at < self._watched[0][0]:
-                self._wake.notify()
-            if len(self._watched) > 4 * len(self._inflight) + 64:
-                # most calls end long before their deadline: drop theirs, so that the heap stays as small as
-                # the calls in flight (each rebuild is paid for by the pushes since the last)
-                self._watched = [item for item in self._watched if not (item[2].finished or item[2].abandoned)]
-                heapq.heapify(self._watched)
-            heapq.heappush(self._watched, (at, next(self._seq), call))
+            if not given_up:
+                self._watch_call(call)
+        if given_up:
+            return self._given_up(call)
         try:
             handler.func(ctx)
         except BaseException as exc:  # noqa: BLE001 - a handler may raise anything
             call.kind, call.error = AttemptKind.ERROR, describe(exc)
         with self._lock:
             call.finished = True
-            abandoned, told, settled = call.abandoned, call.told, call.settled
+            abandoned, told = call.abandoned, call.told
             if not abandoned:
                 call.ctx = call.take_over = None  # its entry may stay in the watchdog's heap a while
         if abandoned:
-            assert settled is not None
-            settled.wait()  # until its take-over has started and its thread is reported (``_abandon``)
-            with self._lock:
-                self._abandoned -= 1
-                count = self._abandoned
-            self._report_abandoned(count)
-            if call.taken:  # its take-over finished the fire: what the handler did now is for nobody
-                return AttemptResult(AttemptKind.TIMEOUT, "returned after its take-over", abandoned=True,
-                                     taken_over=True)  # fmt: skip
+            result = self._given_up(call)
+            if result.taken_over:  # its take-over finished the fire: what the handler did now is for nobody
+                return result
             told = True  # no take-over could start: this (late) return is the attempt's end after all
         if told:  # it stopped when told: past its time, but nothing is left running
             return AttemptResult(AttemptKind.TIMEOUT, f"handler did not return within {call.timeout:.3g}s")
         return AttemptResult(call.kind, call.error)
+
+    def _watch_call(self, call: _Call) -> None:
+        """Under ``_lock``: the watchdog keeps the inline ``call``'s deadline."""
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="ticklock-watchdog", daemon=True)
+            self._watchdog.start()
+        at = time.monotonic() + call.timeout
+        if not self._watched or at < self._watched[0][0]:
+            self._wake.notify()
+        if len(self._watched) > 4 * len(self._inflight) + 64:
+            # most calls end long before their deadline: drop theirs, so that the heap stays as small as
+            # the calls in flight (each rebuild is paid for by the pushes since the last)
+            self._watched = [item for item in self._watched if not (item[2].finished or item[2].abandoned)]
+            heapq.heapify(self._watched)
+        heapq.heappush(self._watched, (at, next(self._seq), call))
+
+    def _given_up(self, call: _Call) -> AttemptResult:
+        """An abandoned inline call's end, once its abandonment has run its course (``_abandon``): taken over
+        (its take-over finishes the fire), or not (no take-over could start: the caller finishes it)."""
+        assert call.settled is not None
+        call.settled.wait()  # until its take-over has started and its thread is reported
+        with self._lock:
+            self._abandoned -= 1
+            count = self._abandoned
+        self._report_abandoned(count)
+        if call.taken:
+            kind = AttemptKind.INTERRUPTED if call.interrupted else AttemptKind.TIMEOUT
+            return AttemptResult(kind, "returned after its take-over", abandoned=True, taken_over=True)
+        return AttemptResult(AttemptKind.INTERRUPTED, "cut off by shutdown", abandoned=True)
 
     def _report_abandoned(self, count: int) -> None:
         try:

@@ -1,8 +1,7 @@
 """The local worker pool: a queue bounded at ``queue_size`` (twice the workers by default) and ``workers``
-threads that each take a fire and run it to its end (the reference's channel and workers). Given
-``run_together``, a worker that takes a fire which may go ``together`` with others takes those queued right
-behind it too (up to ``most``) and runs them as one list: they share their store writes
-(``fire_path.run_all``).
+threads that each take a fire and ``run`` it to its end (the reference's channel and workers). A worker that
+takes a fire which may go ``together`` with others takes those queued right behind it too (up to ``most``)
+and runs them as one list: they share their store writes (``fire_path.run_all``).
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
 memory: at most ``workers + queue_size`` fires are ever held here. A worker held by a handler past its
@@ -31,17 +30,15 @@ class WorkerPool:
 
     def __init__(
         self,
-        run: Callable[[Fire], object],
+        run: Callable[[list[Fire]], object],
         *,
         workers: int = 30,
         queue_size: int | None = None,
-        run_together: Callable[[list[Fire]], object] | None = None,
         together: Callable[[Fire], bool] = lambda fire: False,
         most: int = 16,
     ) -> None:
-        self._run = run
-        self._run_together = run_together
-        self._together = together if run_together is not None else lambda fire: False
+        self._run = run  # the work: a fire, or fires taken together, as a list
+        self._together = together
         self._most = most
         self.workers = workers
         self.maxsize = queue_size or 2 * workers
@@ -154,11 +151,7 @@ class WorkerPool:
                 self._not_full.notify()
                 self._busy += 1
             try:
-                if len(fires) == 1:
-                    self._run(fires[0])
-                else:
-                    assert self._run_together is not None  # fires are taken together only with it
-                    self._run_together(fires)
+                self._run(fires)
             except Exception:
                 first = fires[0]
                 log.exception("worker.crashed", extra={"job_id": first.job.id, "fires": len(fires),

@@ -75,8 +75,8 @@ class LocalService:
         self.invoker = self.runner.invoker
         # a worker takes the fires of quick handlers queued behind each other together: shared store writes
         together = goes_with_others(self.runner.speeds)
-        self.pool = WorkerPool(self.runner.run, workers=s.workers, queue_size=s.effective_queue_size,
-                               run_together=self.runner.run_all, together=together)  # fmt: skip
+        self.pool = WorkerPool(self.runner.run_all, workers=s.workers, queue_size=s.effective_queue_size,
+                               together=together)  # fmt: skip
         self.invoker.on_stuck = self.pool.stuck  # a worker held by a handler past its deadline is replaced
         self.metrics.queue_depth.set_function(self.pool.depth)
         self.dispatcher = build_dispatcher(s, store=self.store, queue=self.pool, clock=self.clock, metrics=self.metrics,

@@ -4,7 +4,9 @@ takes a fire which may go ``together`` with others takes those queued right behi
 and runs them as one list: they share their store writes (``fire_path.run_all``).
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
-memory: at most ``workers + queue_size`` fires are ever held here. A worker held by a handler past its
+memory: at most ``workers + queue_size`` fires are ever held here. A worker is woken when the queue stops
+being empty, and each worker that takes fires wakes the next while some are left: fires handed over in a
+burst are taken in groups by the few workers that wake, rather than one each by as many. A worker held by a handler past its
 deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
 the fire on another thread), so ``workers`` threads keep serving the queue however many handlers hang; the
 stuck one ends when its handler returns.
@@ -66,7 +68,8 @@ class WorkerPool:
             if not self._taking:
                 raise QueueUnavailable("the worker pool is shutting down", [fire])
             self._fires.append(fire)
-            self._not_empty.notify()
+            if len(self._fires) == 1:  # else a worker woken for the fires before it wakes the next (``_work``)
+                self._not_empty.notify()
 
     def free_slots(self) -> int:
         # an idle worker takes a fire off the queue at once, so the room left in the queue is the room
@@ -148,6 +151,8 @@ class WorkerPool:
                 if self._together(fires[0]):
                     while self._fires and len(fires) < self._most and self._together(self._fires[0]):
                         fires.append(self._fires.popleft())
+                if self._fires:  # the rest for the next worker
+                    self._not_empty.notify()
                 self._not_full.notify()
                 self._busy += 1
             try:

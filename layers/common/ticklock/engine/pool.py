@@ -6,8 +6,9 @@ and runs them as one list: they share their store writes (``fire_path.run_all``)
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
 memory: at most ``workers + queue_size`` fires are ever held here. A worker is woken when the queue stops
 being empty, and each worker that takes fires wakes the next while some are left: fires handed over in a
-burst are taken in groups by the few workers that wake, rather than one each by as many. A worker held by a handler past its
-deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
+burst are taken in groups by the few workers that wake, rather than one each by as many.
+
+A worker held by a handler past its deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
 the fire on another thread), so ``workers`` threads keep serving the queue however many handlers hang; the
 stuck one ends when its handler returns.
 """

@@ -8,9 +8,9 @@ memory: at most ``workers + queue_size`` fires are ever held here. A worker is w
 being empty, and each worker that takes fires wakes the next while some are left: fires handed over in a
 burst are taken in groups by the few workers that wake, rather than one each by as many.
 
-A worker held by a handler past its deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
-the fire on another thread), so ``workers`` threads keep serving the queue however many handlers hang; the
-stuck one ends when its handler returns.
+A worker held by a handler past its deadline is replaced (``stuck``, which the invoker calls once it has
+given the run up and started finishing the fire on another thread), so ``workers`` threads keep serving
+the queue however many handlers hang; the stuck one ends when its handler returns.
 """
 
 from __future__ import annotations

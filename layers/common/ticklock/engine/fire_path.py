@@ -163,7 +163,9 @@ class TaskRunner:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.CATCHUP_WINDOW_PASSED.value,
                                             "late": round(late, 3)})  # fmt: skip
             skip = SkipReason.CATCHUP_WINDOW_PASSED
-        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every):
+        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every) and not self.heartbeat.renew(
+            fire
+        ):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             skip = SkipReason.LEASE_EXPIRED
         if skip is not None or handler is None:

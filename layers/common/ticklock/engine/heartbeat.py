@@ -77,6 +77,21 @@ class Heartbeat:
             return entry[1].until
         return fire.job.lease.until if fire.job.lease is not None else None
 
+    def renew(self, fire: Fire) -> bool:
+        """Extend ``fire``'s claim now, whether or not it looked lapsed: True if it is still this fire's (nobody
+        claimed the job since), and then it lasts another lease. A fire that waited long in a queue, or whose
+        beats a slow store held up, goes on rather than skip a claim that is still its own."""
+        until = self.clock.now() + timedelta(seconds=self.lease + self.lookahead)
+        try:
+            renewed = self.store.extend_claims([(fire.job.id, fire.lease_token)], until=until) == 1
+        except TicklockError:
+            return False
+        if renewed:
+            with self._mutex:
+                if (entry := self._held.get(id(fire))) is not None:
+                    entry[1].until = max(entry[1].until, until)
+        return renewed
+
     def held(self) -> list[Held]:
         with self._mutex:
             return [held for _, held in self._held.values()]

@@ -1,7 +1,8 @@
 """The local worker pool: a queue bounded at ``queue_size`` (twice the workers by default) and ``workers``
 threads that each take a fire and ``run`` it to its end (the reference's channel and workers). A worker that
-takes a fire which may go ``together`` with others takes those queued right behind it too (up to ``most``)
-and runs them as one list: they share their store writes (``fire_path.run_all``).
+takes a fire which may go ``together`` with others takes those of the same handler queued right behind it
+too (up to ``most``) and runs them as one list: they share their store writes (``fire_path.run_all``); a
+handler that suddenly hangs holds up the rest of its own list only, until its deadline.
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
 memory: at most ``workers + queue_size`` fires are ever held here. A worker is woken when the queue stops
@@ -148,9 +149,9 @@ class WorkerPool:
                 if not self._fires:  # stopping, and nothing left to run
                     self._threads.discard(me)
                     return
-                fires = [self._fires.popleft()]
-                if self._together(fires[0]):
-                    while self._fires and len(fires) < self._most and self._together(self._fires[0]):
+                fires = [first := self._fires.popleft()]
+                if self._together(first):  # of one handler: one that hangs holds up only its own kind
+                    while self._fires and len(fires) < self._most and _alike(first, self._fires[0], self._together):
                         fires.append(self._fires.popleft())
                 if self._fires:  # the rest for the next worker
                     self._not_empty.notify()
@@ -166,3 +167,7 @@ class WorkerPool:
                 if me not in self._threads:  # replaced while its handler hung (``stuck``): its place is taken
                     return
                 self._busy -= 1
+
+
+def _alike(first: Fire, other: Fire, together: Callable[[Fire], bool]) -> bool:
+    return other.job.handler == first.job.handler and together(other)

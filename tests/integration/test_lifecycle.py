@@ -431,18 +431,31 @@ def test_a_manual_trigger_runs_without_moving_the_schedule(fake: Harness) -> Non
     assert after.next_run_at == later and after.trigger_at is None
 
 
-def test_a_fire_whose_lease_ran_out_in_the_queue_is_not_run_and_comes_back(fake: Harness, tmp_path: Path) -> None:
+def test_a_fire_whose_claim_was_taken_while_it_queued_is_not_run(fake: Harness, tmp_path: Path) -> None:
+    assert isinstance(fake.clock, FakeClock)
+    log = tmp_path / "calls"
+    fake.add("test.record", payload={"path": str(log)}, timeout=10)
+    fire = fake.claim_one()
+    fake.clock.advance(31)  # the 30 s claim lapsed, and another claimer took the job
+    again = fake.claim_one()
+    assert again.key == fire.key and again.lease_token != fire.lease_token
+    assert fake.runner().run(fire).skipped is SkipReason.LEASE_EXPIRED
+    assert lines(log) == 0
+    outcome = fake.runner().run(again)  # the claim that holds the job runs the fire
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+    assert lines(log) == 1
+
+
+def test_a_fire_whose_claim_looks_short_but_is_still_its_own_renews_it_and_runs(fake: Harness, tmp_path: Path) -> None:
     assert isinstance(fake.clock, FakeClock)
     log = tmp_path / "calls"
     job = fake.add("test.record", payload={"path": str(log)}, timeout=10)
     fire = fake.claim_one()
-    fake.clock.advance(29)  # of the 30 s slack, less than a heartbeat's interval is left
-    assert fake.runner().run(fire).skipped is SkipReason.LEASE_EXPIRED
-    assert lines(log) == 0
-    # the claim is left to lapse (a run elsewhere could be keeping it), then the same fire is due again
-    assert fake.store.get_job(job.id).lease is not None
-    fake.clock.advance(2)
-    assert fake.claim_one().key == fire.key
+    fake.clock.advance(29)  # of the 30 s claim, less than a heartbeat's interval is left: nobody took it
+    outcome = fake.runner().run(fire)
+    assert outcome.execution is not None and outcome.execution.status is ExecutionStatus.SUCCESS
+    assert lines(log) == 1
+    assert fake.store.get_job(job.id).lease is None  # advanced as usual
 
 
 def test_a_store_outage_at_the_final_write_is_retried_not_run_twice(fake: Harness, tmp_path: Path) -> None:

@@ -163,7 +163,9 @@ class TaskRunner:
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.CATCHUP_WINDOW_PASSED.value,
                                             "late": round(late, 3)})  # fmt: skip
             skip = SkipReason.CATCHUP_WINDOW_PASSED
-        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every):
+        elif rules.lease_short(self.heartbeat.until(fire), now, self.heartbeat.every) and not self.heartbeat.renew(
+            fire
+        ):
             log.info("fire.skipped", extra={**fields, "reason": SkipReason.LEASE_EXPIRED.value})
             skip = SkipReason.LEASE_EXPIRED
         if skip is not None or handler is None:
@@ -291,6 +293,8 @@ class TaskRunner:
         """``_finish``'s writes: each run's execution as finalised (None: its write failed, logged)."""
         if not ended:
             return []
+        for t, _ in ended:
+            self.heartbeat.claim_ends(t.fire)
         now = self.clock.now()
         ends = []
         for t, outcome in ended:
@@ -328,6 +332,7 @@ class TaskRunner:
         take-over's thread) or one whose job went on as it started (allow_all)."""
         fire = t.fire
         assert t.execution is not None
+        self.heartbeat.claim_ends(fire)
         # a straggler past its deadline keeps the lock until its TTL; a cut-off at shutdown dies with the process
         if not (outcome.abandoned and outcome.status in (ExecutionStatus.TIMEOUT, ExecutionStatus.CANCELLED)):
             self._let_go(t)
@@ -373,6 +378,7 @@ class TaskRunner:
 
     def _advance(self, fire: Fire, *, expected: bool = True, started: datetime | None = None) -> bool:
         """Step 5 alone: a fire that started under allow_all, or that will not run."""
+        self.heartbeat.claim_ends(fire)
         now = self.clock.now()
         next_run, stop = self._next_run(fire, now, started)
         advanced = self.store.advance(fire, next_run_at=next_run, now=now)
@@ -400,6 +406,7 @@ class TaskRunner:
         return Outcome(skipped=reason)
 
     def _lose(self, fire: Fire, execution: Execution, error: str) -> None:
+        self.heartbeat.claim_ends(fire)
         finalise_lost(self.store, self.report, self.clock, execution, fire.job, error)
         self._advance(fire)
 

@@ -35,6 +35,7 @@ class Held:
     until: datetime
     lock_key: str = ""
     lock_token: str = ""
+    claim: bool = True  # False once the write that ends the claim is about to be made: no beat keeps it
 
 
 class Heartbeat:
@@ -52,6 +53,9 @@ class Heartbeat:
         # process is held and dropped on its own, never in place of the run it duplicates
         self._held: dict[int, tuple[Fire, Held]] = {}
         self._mutex = threading.Lock()
+        # held through a beat's writes: a write that ends a claim waits for the beat in flight, so that no
+        # beat of a claim overlaps its end (a store that updates a document as a whole could undo the end)
+        self._beating = threading.Lock()
 
     def hold(self, fire: Fire) -> None:
         lease = fire.job.lease
@@ -65,8 +69,15 @@ class Heartbeat:
             if (entry := self._held.get(id(fire))) is not None:
                 entry[1].lock_key, entry[1].lock_token = key, token
 
+    def claim_ends(self, fire: Fire) -> None:
+        """The write that ends ``fire``'s claim (its final write, an advance, a release) comes next: no beat
+        keeps the claim from here on, and none is in flight. Its lock is still kept until ``drop``."""
+        with self._beating, self._mutex:
+            if (entry := self._held.get(id(fire))) is not None:
+                entry[1].claim = False
+
     def drop(self, fire: Fire) -> None:
-        with self._mutex:
+        with self._beating, self._mutex:
             self._held.pop(id(fire), None)
 
     def until(self, fire: Fire) -> datetime | None:
@@ -77,23 +88,42 @@ class Heartbeat:
             return entry[1].until
         return fire.job.lease.until if fire.job.lease is not None else None
 
+    def renew(self, fire: Fire) -> bool:
+        """Extend ``fire``'s claim now, whether or not it looked lapsed: True if it is still this fire's (nobody
+        claimed the job since), and then it lasts another lease. A fire that waited long in a queue, or whose
+        beats a slow store held up, goes on rather than skip a claim that is still its own."""
+        until = self.clock.now() + timedelta(seconds=self.lease + self.lookahead)
+        try:
+            renewed = self.store.extend_claims([(fire.job.id, fire.lease_token)], until=until) == 1
+        except TicklockError:
+            return False
+        if renewed:
+            with self._mutex:
+                if (entry := self._held.get(id(fire))) is not None:
+                    entry[1].until = max(entry[1].until, until)
+        return renewed
+
     def held(self) -> list[Held]:
         with self._mutex:
             return [held for _, held in self._held.values()]
 
     def beat(self) -> None:
         """Extend every held claim and lock; a failure is logged, and the next beat tries again."""
+        with self._beating:
+            self._beat()
+
+    def _beat(self) -> None:
         held = self.held()
-        if not held:
-            return
+        claims = [h for h in held if h.claim]
         until = self.clock.now() + timedelta(seconds=self.lease + self.lookahead)
         try:
-            self.store.extend_claims([(h.job_id, h.lease_token) for h in held], until=until)
+            if claims:
+                self.store.extend_claims([(h.job_id, h.lease_token) for h in claims], until=until)
         except TicklockError as exc:
-            log.warning("heartbeat.claims_failed", extra={"fires": len(held), "error": str(exc)})
+            log.warning("heartbeat.claims_failed", extra={"fires": len(claims), "error": str(exc)})
         else:
             with self._mutex:
-                for h in held:
+                for h in claims:
                     h.until = max(h.until, until)
         for h in held:
             if h.lock_token:

@@ -1,13 +1,17 @@
 """The local worker pool: a queue bounded at ``queue_size`` (twice the workers by default) and ``workers``
 threads that each take a fire and ``run`` it to its end (the reference's channel and workers). A worker that
-takes a fire which may go ``together`` with others takes those queued right behind it too (up to ``most``)
-and runs them as one list: they share their store writes (``fire_path.run_all``).
+takes a fire which may go ``together`` with others takes those of the same handler queued right behind it
+too (up to ``most``) and runs them as one list: they share their store writes (``fire_path.run_all``); a
+handler that suddenly hangs holds up the rest of its own list only, until its deadline.
 
 ``submit`` waits while the queue is full, so the dispatcher falls behind the clock instead of growing
-memory: at most ``workers + queue_size`` fires are ever held here. A worker held by a handler past its
-deadline is replaced (``stuck``, which the invoker calls once it has given the run up and started finishing
-the fire on another thread), so ``workers`` threads keep serving the queue however many handlers hang; the
-stuck one ends when its handler returns.
+memory: at most ``workers + queue_size`` fires are ever held here. A worker is woken when the queue stops
+being empty, and each worker that takes fires wakes the next while some are left: fires handed over in a
+burst are taken in groups by the few workers that wake, rather than one each by as many.
+
+A worker held by a handler past its deadline is replaced (``stuck``, which the invoker calls once it has
+given the run up and started finishing the fire on another thread), so ``workers`` threads keep serving
+the queue however many handlers hang; the stuck one ends when its handler returns.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ class WorkerPool:
             if not self._taking:
                 raise QueueUnavailable("the worker pool is shutting down", [fire])
             self._fires.append(fire)
-            self._not_empty.notify()
+            if len(self._fires) == 1:  # else a worker woken for the fires before it wakes the next (``_work``)
+                self._not_empty.notify()
 
     def free_slots(self) -> int:
         # an idle worker takes a fire off the queue at once, so the room left in the queue is the room
@@ -144,10 +149,12 @@ class WorkerPool:
                 if not self._fires:  # stopping, and nothing left to run
                     self._threads.discard(me)
                     return
-                fires = [self._fires.popleft()]
-                if self._together(fires[0]):
-                    while self._fires and len(fires) < self._most and self._together(self._fires[0]):
+                fires = [first := self._fires.popleft()]
+                if self._together(first):  # of one handler: one that hangs holds up only its own kind
+                    while self._fires and len(fires) < self._most and _alike(first, self._fires[0], self._together):
                         fires.append(self._fires.popleft())
+                if self._fires:  # the rest for the next worker
+                    self._not_empty.notify()
                 self._not_full.notify()
                 self._busy += 1
             try:
@@ -160,3 +167,7 @@ class WorkerPool:
                 if me not in self._threads:  # replaced while its handler hung (``stuck``): its place is taken
                     return
                 self._busy -= 1
+
+
+def _alike(first: Fire, other: Fire, together: Callable[[Fire], bool]) -> bool:
+    return other.job.handler == first.job.handler and together(other)

@@ -93,20 +93,18 @@ class Fires(Connection, FireStore):
             doc.update(lease_token=token, lease_owner=owner, lease_until=until, due_at=until)
 
     def extend_claims(self, claims: Sequence[tuple[str, str]], *, until: datetime) -> int:
-        # one update per claim token: the jobs of one claim round share it
-        by_token: dict[str, list[str]] = {}
-        for job_id, token in claims:
-            by_token.setdefault(token, []).append(job_id)
+        if not claims:
+            return 0
         at = ms(until)
+        # one update for every claim held: a heartbeat's write must stay cheap on a busy server. Matching
+        # any of the tokens given is as exact as each job's own: they are all this caller's claims
+        ids, tokens = sorted({job_id for job_id, _ in claims}), sorted({token for _, token in claims})
 
         def extend() -> int:
-            return sum(
-                self.jobs.update_many(
-                    {"_id": {"$in": ids}, "lease_token": token},
-                    {"$set": {"lease_until": at}, "$max": {"due_at": at}},
-                ).matched_count
-                for token, ids in by_token.items()
-            )
+            return self.jobs.update_many(
+                {"_id": {"$in": ids}, "lease_token": {"$in": tokens}},
+                {"$set": {"lease_until": at}, "$max": {"due_at": at}},
+            ).matched_count
 
         return self._call(extend)
 

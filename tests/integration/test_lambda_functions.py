@@ -33,6 +33,7 @@ from tests.support.recorders import RecordingMetrics
 from ticklock.adapters.queue.sqs import SQSQueue, decode_fire, sqs_client
 from ticklock.clock import FakeClock, SystemClock
 from ticklock.domain.executions import Execution, ExecutionStatus
+from ticklock.domain.fire_rules import run_token
 from ticklock.domain.fires import Trigger
 from ticklock.domain.job_settings import Overlap, Policy
 from ticklock.domain.schedules import CronSchedule, IntervalSchedule
@@ -406,11 +407,11 @@ def test_a_fire_whose_runner_died_mid_run_is_recorded_as_lost_and_not_run_again(
             scheduled_at=fire.scheduled_at,
             started_at=clock.now(),
             deadline_at=clock.now() + timedelta(seconds=job.timeout),
-            run_token=uuid.uuid4().hex,
+            run_token=run_token(fire.lease_token),  # as the runner writes it: under the fire's claim
             owner="dead-runner",
         )
     )
-    # the claim runs out (timeout + slack), the tick claims the job again, and the old message returns too
+    # the claim runs out (no heartbeat keeps it), the tick claims the job again, and the old message returns too
     assert fire.job.lease is not None
     clock.advance((fire.job.lease.until - clock.now()).total_seconds() + 1)
     assert tick_once(box, deployment) == 1

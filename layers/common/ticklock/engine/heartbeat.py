@@ -134,7 +134,8 @@ class Heartbeat:
 
     def run(self, stop: threading.Event) -> None:
         """Beat every ``lease / 3`` seconds until ``stop`` is set (a thread of the runtime's)."""
-        while not self.clock.sleep(self.every, cancel=stop):
+        # waited in real time: a fake clock's sleep returns at once, and the beats would spin it forward
+        while not stop.wait(self.every):
             try:
                 self.beat()
             except Exception:  # a beat's failure must not end the beating

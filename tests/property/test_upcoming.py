@@ -128,7 +128,9 @@ def _next_is_claimed(engine: Engine, job_id: str, data: Any, kept_back: set[tupl
     if first.trigger is Trigger.BACKFILL and fire.trigger is Trigger.SCHEDULE:
         # a backfill fills the time no scheduled fire is due: taken late, a scheduled fire listed as due by
         # then goes first (Fire.of)
-        due_by_then = [f for f in coming if f.trigger is Trigger.SCHEDULE and f.starts_at <= engine.clock.now()]
+        # looked for past the ten listed: a timed hold's slots, listed before it, may fill them
+        longer = [f for f in coming_fires(job, now, 10_000) if f.status in TAKEN]
+        due_by_then = [f for f in longer if f.trigger is Trigger.SCHEDULE and f.starts_at <= engine.clock.now()]
         assert late and due_by_then and (fire.scheduled_at, fire.trigger) == (due_by_then[0].slot.at, Trigger.SCHEDULE)
         first = due_by_then[0]
     assert (fire.scheduled_at, fire.trigger) == (first.slot.at, first.trigger), (job, listed)

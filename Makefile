@@ -64,32 +64,24 @@ $(BSTAMP): $(STAMP)
 	$(BIN)/$(PIP) -e '.[dev,bench]' -e plugins/parts
 	touch $(BSTAMP)
 
-# ticklock as it was when issue 15's targets were set (2026-12-02 09:25, its "today's 191" fires/s on FerretDB),
-# from this repository's history into its own environment, once per machine: make bench runs it on both
-# FerretDBs beside today's, so that "twice as many fires/s" is read on one server in one run
-BEFORE      := 845f68cf6499610c8a90af4d45c1cba0189b48e9
-BEFORE_NAME := 845f68c
-BEFORE_DIR  := $(HOME)/.cache/ticklock/ticklock-$(BEFORE_NAME)
-$(BEFORE_DIR)/.installed:
-	@git cat-file -e '$(BEFORE)^{commit}' 2>/dev/null || { echo "make bench: commit $(BEFORE) is not in this clone's history (a shallow clone? git fetch --unshallow)" >&2; exit 1; }
-	rm -rf '$(BEFORE_DIR)' && mkdir -p '$(BEFORE_DIR)'
-	git archive --output='$(BEFORE_DIR)/source.tar' $(BEFORE) && tar -xf '$(BEFORE_DIR)/source.tar' -C '$(BEFORE_DIR)'
-	$(PYTHON) -m venv '$(BEFORE_DIR)/.venv'
-	cd '$(BEFORE_DIR)' && .venv/bin/$(PIP) .
+# ticklock as it was at an earlier commit, from this repository's history into its own environment, once
+# per machine (the directory's name is the commit): make bench runs two such trees beside today's
+BEFORES := $(HOME)/.cache/ticklock
+$(BEFORES)/ticklock-%/.installed:
+	@git cat-file -e '$*^{commit}' 2>/dev/null || { echo "make bench: commit $* is not in this clone's history (a shallow clone? git fetch --unshallow)" >&2; exit 1; }
+	rm -rf '$(@D)' && mkdir -p '$(@D)'
+	git archive --output='$(@D)/source.tar' $* && tar -xf '$(@D)/source.tar' -C '$(@D)'
+	$(PYTHON) -m venv '$(@D)/.venv'
+	cd '$(@D)' && .venv/bin/$(PIP) '.[dev]'
 	touch '$@'
 
-# ticklock as it was when issue 47 began (the fire path before it was rewritten), likewise: make bench runs
-# it beside today's on the rows of the performance band (bench/band.py)
-BEFORE47      := b0a426de6d9f1df92dd6d2df20fc54421fc6a325
+# when issue 15's targets were set (its "today's 191" fires/s on FerretDB): on both FerretDBs beside today's,
+# so that "twice as many fires/s" is read on one server in one run
+BEFORE_NAME := 845f68c
+BEFORE_DIR  := $(BEFORES)/ticklock-$(BEFORE_NAME)
+# when issue 47 began (the fire path before it was rewritten): on the rows of the performance band
 BEFORE47_NAME := b0a426d
-BEFORE47_DIR  := $(HOME)/.cache/ticklock/ticklock-$(BEFORE47_NAME)
-$(BEFORE47_DIR)/.installed:
-	@git cat-file -e '$(BEFORE47)^{commit}' 2>/dev/null || { echo "make bench: commit $(BEFORE47) is not in this clone's history (a shallow clone? git fetch --unshallow)" >&2; exit 1; }
-	rm -rf '$(BEFORE47_DIR)' && mkdir -p '$(BEFORE47_DIR)'
-	git archive --output='$(BEFORE47_DIR)/source.tar' $(BEFORE47) && tar -xf '$(BEFORE47_DIR)/source.tar' -C '$(BEFORE47_DIR)'
-	$(PYTHON) -m venv '$(BEFORE47_DIR)/.venv'
-	cd '$(BEFORE47_DIR)' && .venv/bin/$(PIP) '.[dev]'
-	touch '$@'
+BEFORE47_DIR  := $(BEFORES)/ticklock-$(BEFORE47_NAME)
 
 # issue 15's table: the fire workloads beside APScheduler, the REST API's creates, and the tick loop into SQS;
 # (a), (b), (g) and the creates again with the engine's threads wherever the OS runs them (TICKLOCK_CPUS=any,
